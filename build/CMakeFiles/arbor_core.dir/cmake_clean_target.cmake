@@ -1,0 +1,3 @@
+file(REMOVE_RECURSE
+  "libarbor_core.a"
+)

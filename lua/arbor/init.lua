@@ -1,0 +1,261 @@
+--- arbor: a supervision engine. The public module.
+--
+-- `arbor.run(root)` builds a tree on the real clock; `require "arbor.testing"`
+-- builds one on a virtual clock. Runnables get a ctx (see docs/lua-api.md).
+local core = require "arbor.core"
+local policy = require "arbor.policy"
+local channel = require "arbor.channel"
+
+local M = {}
+
+M.version = core.version
+M.policy = policy
+M.channel = channel
+--- The error value blocking calls raise once their context is canceled.
+M.canceled = core.canceled
+M.is_canceled = core.is_canceled
+
+local running_engine -- the engine of the arbor.run in progress
+local cli            -- set by the arbor binary: {quiet = bool}
+local last_run       -- {ok, reason} of the last arbor.run
+
+--- The engine that calling code belongs to: the one resuming it now, else
+-- the one arbor.run is running.
+local function engine(level)
+  local e = core.current() or running_engine
+  if not e then
+    error("arbor: no tree is running here (call arbor.run, or use "
+      .. "arbor.testing)", (level or 2) + 1)
+  end
+  return e
+end
+
+-- ---- ctx methods written in Lua -----------------------------------------
+
+local methods = core.ctx_methods
+local Shield = {__close = function(s) s.ctx:_shield_leave() end}
+
+--- ctx:shield(fn, ...): runs fn with cancellation held off (T7): blocking
+-- calls inside work normally until the shutdown deadline.
+function methods.shield(ctx, fn, ...)
+  if type(fn) ~= "function" then
+    error(ctx.dn .. ": ctx:shield(fn): want a function, got " .. type(fn), 2)
+  end
+  ctx:_shield_enter()
+  local guard <close> = setmetatable({ctx = ctx}, Shield)
+  return fn(...)
+end
+
+-- ---- node views (T13a, T13) ---------------------------------------------
+
+local NodeMethods = {}
+
+local function view_engine(self)
+  return rawget(self, "_engine"), rawget(self, "dn")
+end
+
+--- node:restart(): cancels a running node so it restarts at once; starts a
+-- node waiting for a delayed restart, or one that was given up or held.
+function NodeMethods.restart(self)
+  local e, dn = view_engine(self)
+  e:restart(dn)
+end
+
+--- node:cancel(): cancels the current incarnation (children first, T12);
+-- by T8 it then restarts, as a CANCELED node does.
+function NodeMethods.cancel(self)
+  local e, dn = view_engine(self)
+  e:cancel(dn)
+end
+
+--- node:stop(): cancels the node and holds it down until node:restart().
+function NodeMethods.stop(self)
+  local e, dn = view_engine(self)
+  e:hold(dn)
+end
+
+--- node:swap(fn [, {restart = true}]): the next start runs fn (T13).
+function NodeMethods.swap(self, fn, opts)
+  local e, dn = view_engine(self)
+  if type(fn) ~= "function" then
+    error("swap " .. dn .. ": the runnable must be a function, got " .. type(fn), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("swap " .. dn .. ": options must be a table, got " .. type(opts), 2)
+  end
+  for k in pairs(opts or {}) do
+    if k ~= "restart" then
+      error("swap " .. dn .. ": unknown option '" .. tostring(k) .. "'", 2)
+    end
+  end
+  e:swap(dn, fn, opts and opts.restart)
+end
+
+--- node:set_policy(p): p decides this node's next restart; the failure
+-- history is kept (T13). nil restores the default policy.
+function NodeMethods.set_policy(self, p)
+  local e, dn = view_engine(self)
+  if p ~= nil and type(p) ~= "function" then
+    error("set_policy " .. dn .. ": the policy must be a function, got " .. type(p), 2)
+  end
+  e:set_policy(dn, p)
+end
+
+--- node:logs([n]): the node's last log lines, {time=, line=} oldest first.
+function NodeMethods.logs(self, n)
+  local e, dn = view_engine(self)
+  return e:logs(dn, n)
+end
+
+local NodeView = {
+  __index = function(self, k)
+    local m = NodeMethods[k]
+    if m then return m end
+    local e, dn = view_engine(self)
+    local fields = e:node(dn)
+    return fields and fields[k]
+  end,
+  __tostring = function(self)
+    local e, dn = view_engine(self)
+    local f = e:node(dn)
+    return string.format("node(%s %s)", dn, f and f.state or "gone")
+  end,
+}
+
+--- A live view of the node at dn of engine e: fields are read when used.
+function M._node_view(e, dn)
+  if type(dn) ~= "string" then
+    error("node(dn): dn must be a string, got " .. type(dn), 3)
+  end
+  local fields, err = e:node(dn)
+  if not fields then return nil, err end
+  return setmetatable({_engine = e, dn = dn}, NodeView)
+end
+
+-- ---- the module API ------------------------------------------------------
+
+local function fmt_time(t)
+  return string.format("%9.3f", t)
+end
+
+--- The event printer used by `arbor run`.
+local function print_event(ev)
+  local line
+  if ev.kind == "state" then
+    line = string.format("%s %-24s %s -> %s%s", fmt_time(ev.time), ev.dn,
+      ev.from, ev.to, ev.reason and ("  " .. ev.reason) or "")
+  else
+    line = string.format("%s %-24s %s: %s", fmt_time(ev.time), ev.dn, ev.kind,
+      ev.reason or "")
+  end
+  io.stderr:write(line, "\n")
+end
+
+local function print_log(dn, line, time)
+  io.stderr:write(string.format("%s %-24s | %s\n", fmt_time(time), dn, line))
+end
+
+local run_options = {policy = true, shutdown = true, seed = true, ring = true,
+  signals = true, log = true, on_event = true, quiet = true}
+
+--- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
+-- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
+-- up (T11). Returns true, or false and the reason.
+-- opts: policy, shutdown, seed, ring (event ring size), signals (default
+-- true), log (function(dn, line, time)), on_event (function(ev)), quiet.
+function M.run(root, opts)
+  if type(root) ~= "function" then
+    error("arbor.run(root): the root runnable must be a function, got "
+      .. type(root), 2)
+  end
+  if opts ~= nil and type(opts) ~= "table" then
+    error("arbor.run(root, opts): opts must be a table, got " .. type(opts), 2)
+  end
+  opts = opts or {}
+  for k in pairs(opts) do
+    if not run_options[k] then
+      error("arbor.run: unknown option '" .. tostring(k) .. "'", 2)
+    end
+  end
+  if opts.policy ~= nil and type(opts.policy) ~= "function" then
+    error("arbor.run: option 'policy' must be a function, got " .. type(opts.policy), 2)
+  end
+  if core.current() or running_engine then
+    error("arbor.run: a tree is already running in this process", 2)
+  end
+  local e = core.engine{virtual = false, seed = opts.seed or os.time(),
+    ring = opts.ring, signals = opts.signals ~= false}
+  e:set_default_policy(policy.exponential())
+  local quiet = opts.quiet or (cli and cli.quiet) or not cli
+  if opts.log then
+    e:set_log(opts.log)
+  elseif not quiet then
+    e:set_log(print_log)
+  end
+  if not quiet then e:subscribe(print_event) end
+  if opts.on_event then e:subscribe(opts.on_event) end
+  running_engine = e
+  local ok, result, reason = pcall(function()
+    e:start(root, opts.policy, opts.shutdown)
+    return e:run()
+  end)
+  running_engine = nil
+  e:close()
+  if not ok then error(result, 0) end
+  last_run = {ok = result, reason = reason}
+  return result, reason
+end
+
+--- Stops the running tree in order (T12); arbor.run then returns.
+function M.stop() engine():stop() end
+
+--- Seconds on the engine's clock (virtual under the harness).
+function M.now()
+  local e = core.current() or running_engine
+  if e then return e:now() end
+  return core.hrtime() / 1e9
+end
+
+--- A nested snapshot of the tree (or of the subtree at dn).
+function M.tree(dn) return engine():tree(dn) end
+
+--- A live view of the node at dn (T13a), or nil and a message.
+function M.node(dn) return M._node_view(engine(), dn) end
+
+--- The last n events (all held when n is nil), oldest first (T14).
+function M.events(n) return engine():events(n) end
+
+--- Calls fn(event) for every event from now on. Returns a function that
+-- unsubscribes. A subscriber that raises is removed and logged.
+function M.on_event(fn)
+  if type(fn) ~= "function" then
+    error("arbor.on_event(fn): want a function, got " .. type(fn), 2)
+  end
+  local e = engine()
+  local id = e:subscribe(fn)
+  return function() e:unsubscribe(id) end
+end
+
+--- Nodes past their shutdown deadline that have not exited (T7).
+function M.stuck() return engine():stuck() end
+
+--- The node's last log lines.
+function M.logs(dn, n) return engine():logs(dn, n) end
+
+--- A number in [0, 1) from the engine's seeded generator (P5).
+function M.random() return engine():random() end
+
+-- ---- used by the arbor binary -------------------------------------------
+
+function M._cli(quiet) cli = {quiet = quiet} end
+
+function M._exit_status()
+  if not last_run then
+    return 2, "the script neither called arbor.run nor returned a root runnable"
+  end
+  if last_run.ok then return 0 end
+  if last_run.reason == "interrupted" then return 130, "interrupted" end
+  return 1, last_run.reason
+end
+
+return M

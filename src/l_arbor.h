@@ -1,0 +1,28 @@
+/* l_arbor.h: shared declarations of the Lua bindings (l_*.c). */
+#ifndef ARBOR_L_ARBOR_H
+#define ARBOR_L_ARBOR_H
+
+#include <lua.h>
+
+#include "processor.h"
+
+#define ARBOR_CTX_MT "arbor.Context"
+#define ARBOR_ENGINE_MT "arbor.Engine"
+#define ARBOR_DN_BUF 1024
+
+typedef struct arbor_child_opts {
+  int policy_idx; /* stack index of the policy function, or 0 */
+  double shutdown;
+} arbor_child_opts;
+
+const char *arbor_dn(pnode *pn, char *buf, size_t size);
+pnode *arbor_check_ctx(lua_State *L, int idx);
+void arbor_push_event_table(arbor_engine *e, lua_State *L,
+                            const arbor_event *ev);
+
+void arbor_open_ctx(lua_State *L);
+void arbor_open_engine(lua_State *L);
+
+int luaopen_arbor_core(lua_State *L);
+
+#endif

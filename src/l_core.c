@@ -1,0 +1,60 @@
+/* l_core.c: luaopen_arbor_core, the C module behind require "arbor". */
+#include <lauxlib.h>
+
+#include "l_arbor.h"
+
+#ifndef ARBOR_VERSION
+#define ARBOR_VERSION "0.1.0"
+#endif
+
+/* core.hrtime(): monotonic nanoseconds (benchmarks). */
+static int l_hrtime(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)uv_hrtime());
+  return 1;
+}
+
+/* core.is_canceled(v): true when v is the cancellation error. */
+static int l_is_canceled(lua_State *L) {
+  lua_pushboolean(L, arbor_is_canceled(L, 1));
+  return 1;
+}
+
+/* core.name_valid(s) (T2). */
+static int l_name_valid(lua_State *L) {
+  size_t len;
+  const char *s = lua_tolstring(L, 1, &len);
+  lua_pushboolean(L, s && lua_type(L, 1) == LUA_TSTRING &&
+                         arbor_name_valid(s, len));
+  return 1;
+}
+
+/* core.rss(): resident set size in bytes, from /proc/self/statm. */
+static int l_rss(lua_State *L) {
+  size_t rss = 0;
+  uv_resident_set_memory(&rss);
+  lua_pushinteger(L, (lua_Integer)rss);
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {
+    {"hrtime", l_hrtime},
+    {"is_canceled", l_is_canceled},
+    {"name_valid", l_name_valid},
+    {"rss", l_rss},
+    {NULL, NULL},
+};
+
+int luaopen_arbor_core(lua_State *L) {
+  luaL_newlib(L, funcs);
+  arbor_open_ctx(L);
+  arbor_open_engine(L);
+  luaL_getmetatable(L, ARBOR_CTX_MT);
+  lua_getfield(L, -1, "methods");
+  lua_setfield(L, -3, "ctx_methods");
+  lua_pop(L, 1);
+  arbor_push_canceled(L);
+  lua_setfield(L, -2, "canceled");
+  lua_pushliteral(L, ARBOR_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

@@ -1,0 +1,451 @@
+/* l_ctx.c: the runnable's context (ctx), one per incarnation (T3), and the
+ * blocking primitives that yield to the loop (T7).
+ */
+#include <lauxlib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l_arbor.h"
+
+typedef struct lctx {
+  pnode *pn;
+  uint64_t incarnation;
+} lctx;
+
+void arbor_push_ctx(lua_State *L, pnode *pn) {
+  lctx *c = lua_newuserdatauv(L, sizeof *c, 0);
+  c->pn = pn;
+  c->incarnation = pn->n.incarnation;
+  arbor_node_ref(&pn->n);
+  luaL_setmetatable(L, ARBOR_CTX_MT);
+}
+
+/* The DN of pn in a buffer for messages. */
+const char *arbor_dn(pnode *pn, char *buf, size_t size) {
+  arbor_node_dn(&pn->n, buf, size);
+  return buf;
+}
+
+static lctx *to_ctx(lua_State *L, int idx) {
+  return luaL_checkudata(L, idx, ARBOR_CTX_MT);
+}
+
+static int ctx_is_live(const lctx *c) {
+  const arbor_node *n = &c->pn->n;
+  return !(n->flags & ARBOR_F_DETACHED) && n->incarnation == c->incarnation &&
+         arbor_node_running(n);
+}
+
+/* The node of a live ctx at idx, or raises "stale context" (T3). */
+pnode *arbor_check_ctx(lua_State *L, int idx) {
+  lctx *c = to_ctx(L, idx);
+  if (!ctx_is_live(c)) {
+    char buf[ARBOR_DN_BUF];
+    return luaL_error(L, "stale context: %s incarnation %d has ended",
+                      arbor_dn(c->pn, buf, sizeof buf), (int)c->incarnation),
+           NULL;
+  }
+  return c->pn;
+}
+
+static int ctx_gc(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  if (c->pn) arbor_node_unref(&c->pn->n);
+  c->pn = NULL;
+  return 0;
+}
+
+static int ctx_tostring(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  char buf[ARBOR_DN_BUF];
+  lua_pushfstring(L, "ctx(%s#%d%s)", arbor_dn(c->pn, buf, sizeof buf),
+                  (int)c->incarnation, ctx_is_live(c) ? "" : ", stale");
+  return 1;
+}
+
+/* ---- blocking ------------------------------------------------------- */
+
+static void raise_canceled(lua_State *L) {
+  arbor_push_canceled(L);
+  lua_error(L);
+}
+
+/* Continuation of every blocking call: what the wake delivered. */
+static int k_wake(lua_State *L, int status, lua_KContext base) {
+  (void)status;
+  lctx *c = lua_touserdata(L, 1);
+  pnode *pn = c->pn;
+  int r = pn->resume;
+  pn->resume = RESUME_VALUES;
+  if (r == RESUME_CANCEL) raise_canceled(L);
+  if (r == RESUME_FAIL) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pn->fail_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
+    pn->fail_ref = LUA_NOREF;
+    lua_error(L);
+  }
+  return lua_gettop(L) - (int)base;
+}
+
+/* Parks the calling incarnation (whose ctx is at index 1) and yields. */
+static int block(lua_State *L, pnode *pn, int wait, double seconds) {
+  char buf[ARBOR_DN_BUF];
+  if (L != pn->co)
+    return luaL_error(L,
+                      "%s: blocking call from outside the node's own "
+                      "coroutine (a nested coroutine, or another node's ctx)",
+                      arbor_dn(pn, buf, sizeof buf));
+  if (!lua_isyieldable(L))
+    return luaL_error(L, "%s: blocking call across a C boundary",
+                      arbor_dn(pn, buf, sizeof buf));
+  if ((pn->pflags & PN_NOTIFIED) && pn->shield == 0) raise_canceled(L);
+  arbor_engine_park(pn->e, pn, wait, seconds);
+  int base = lua_gettop(L);
+  return lua_yieldk(L, 0, (lua_KContext)base, k_wake);
+}
+
+static int ctx_sleep(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  double s = luaL_checknumber(L, 2);
+  if (!(s >= 0) || !isfinite(s)) {
+    char buf[ARBOR_DN_BUF];
+    return luaL_error(L, "%s: ctx:sleep(seconds): want a finite number >= 0",
+                      arbor_dn(pn, buf, sizeof buf));
+  }
+  lua_settop(L, 1);
+  return block(L, pn, WAIT_SLEEP, s);
+}
+
+static int ctx_wait(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  lua_settop(L, 1);
+  return block(L, pn, WAIT_CANCEL, 0);
+}
+
+/* ctx:_park_seq(): the sequence number the next park will have. */
+static int ctx_park_seq(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  lua_pushinteger(L, (lua_Integer)(uint32_t)(pn->wait_seq + 1));
+  return 1;
+}
+
+/* ctx:_park(): parks until ctx:_unpark(seq, ...) delivers values. */
+static int ctx_park(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  lua_settop(L, 1);
+  return block(L, pn, WAIT_PARK, 0);
+}
+
+/* ctx:_unpark(seq, ...): true when the values reached the parked call. */
+static int ctx_unpark(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  uint32_t seq = (uint32_t)luaL_checkinteger(L, 2);
+  int nvals = lua_gettop(L) - 2;
+  int ok = ctx_is_live(c) &&
+           arbor_engine_unpark(c->pn->e, c->pn, seq, L, nvals);
+  lua_pushboolean(L, ok);
+  return 1;
+}
+
+static int ctx_canceled(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  lua_pushboolean(L, !ctx_is_live(c) || (c->pn->pflags & PN_NOTIFIED));
+  return 1;
+}
+
+static int ctx_shield_enter(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  pn->shield++;
+  return 0;
+}
+
+static int ctx_shield_leave(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  if (ctx_is_live(c) && c->pn->shield > 0) c->pn->shield--;
+  return 0;
+}
+
+/* ---- signals, logs -------------------------------------------------- */
+
+static int ctx_signal(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  char buf[ARBOR_DN_BUF];
+  const char *what = lua_tostring(L, 2);
+  if (lua_type(L, 2) != LUA_TSTRING)
+    return luaL_error(L,
+                      "%s: ctx:signal(what): want \"healthy\" or \"done\", "
+                      "got %s",
+                      arbor_dn(pn, buf, sizeof buf), luaL_typename(L, 2));
+  const char *bad = arbor_engine_signal(pn->e, pn, what);
+  if (!bad) return 0;
+  arbor_dn(pn, buf, sizeof buf);
+  const char *state = arbor_state_name((arbor_state)pn->n.state);
+  if (strcmp(bad, "healthy") == 0)
+    return luaL_error(L,
+                      "%s: signal(\"healthy\") is allowed from NEW, the node "
+                      "is %s (T4)",
+                      buf, state);
+  if (strcmp(bad, "done") == 0)
+    return luaL_error(L,
+                      "%s: signal(\"done\") is allowed from HEALTHY, the node "
+                      "is %s (T4)",
+                      buf, state);
+  return luaL_error(L, "%s: unknown signal \"%s\" (want \"healthy\" or \"done\")",
+                    buf, what);
+}
+
+static int ctx_log(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  int n = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 2; i <= n; i++) {
+    if (i > 2) luaL_addchar(&b, ' ');
+    luaL_tolstring(L, i, NULL);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  size_t len;
+  const char *s = lua_tolstring(L, -1, &len);
+  arbor_str *line = arbor_str_new(s, len);
+  if (line) {
+    arbor_engine_log(pn->e, pn, line);
+    arbor_str_unref(line);
+  }
+  return 0;
+}
+
+/* ---- children ------------------------------------------------------- */
+
+/* Reads ctx:run / ctx:group options at idx into o. Raises on bad input. */
+static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
+                      const char *what) {
+  char buf[ARBOR_DN_BUF];
+  o->policy_idx = 0;
+  o->shutdown = 5.0;
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx))
+    luaL_error(L, "%s: %s: options must be a table, got %s",
+               arbor_dn(parent, buf, sizeof buf), what, luaL_typename(L, idx));
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    if (k && strcmp(k, "policy") == 0) {
+      if (!lua_isfunction(L, -1))
+        luaL_error(L, "%s: %s: option 'policy' must be a function, got %s",
+                   arbor_dn(parent, buf, sizeof buf), what,
+                   luaL_typename(L, -1));
+      o->policy_idx = 1;
+    } else if (k && strcmp(k, "shutdown") == 0) {
+      double s = lua_tonumber(L, -1);
+      if (lua_type(L, -1) != LUA_TNUMBER || !(s >= 0) || !isfinite(s))
+        luaL_error(L,
+                   "%s: %s: option 'shutdown' must be a finite number >= 0 "
+                   "(seconds)",
+                   arbor_dn(parent, buf, sizeof buf), what);
+      o->shutdown = s;
+    } else {
+      luaL_error(L, "%s: %s: unknown option '%s'",
+                 arbor_dn(parent, buf, sizeof buf), what,
+                 k ? k : luaL_typename(L, -2));
+    }
+    lua_pop(L, 1);
+  }
+  if (o->policy_idx) {
+    lua_getfield(L, idx, "policy");
+    o->policy_idx = lua_gettop(L);
+  }
+}
+
+/* Raises the T2 error for name under parent. */
+static void name_error(lua_State *L, pnode *parent, const char *name, int err) {
+  char buf[ARBOR_DN_BUF];
+  arbor_dn(parent, buf, sizeof buf);
+  if (err == ARBOR_EDUP)
+    luaL_error(L,
+               "%s: duplicate child name '%s' (T2: names are unique among "
+               "siblings)",
+               buf, name);
+  if (err == ARBOR_EBADNAME)
+    luaL_error(L,
+               "%s: invalid child name '%s' (T2: a name matches "
+               "^[A-Za-z0-9_-]{1,64}$)",
+               buf, name);
+  luaL_error(L, "%s: out of memory", buf);
+}
+
+/* Creates and starts a child whose runnable is at fn_idx. */
+static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
+                    int fn_idx, const arbor_child_opts *o) {
+  int err = 0;
+  pnode *c = arbor_engine_add(parent->e, parent, name, len, &err);
+  if (!c) name_error(L, parent, name, err);
+  lua_pushvalue(L, fn_idx);
+  c->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (o->policy_idx) {
+    lua_pushvalue(L, o->policy_idx);
+    c->policy_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  c->shutdown = o->shutdown;
+  return c;
+}
+
+/* Starts c, or records that it was created under a canceled parent. */
+static void launch(pnode *c) {
+  if (c->n.state == ARBOR_CANCELED) {
+    arbor_str *r = arbor_str_new("parent canceled", 15);
+    arbor_ring_push(&c->e->ring, arbor_engine_now(c->e), &c->n,
+                    ARBOR_EV_STATE, ARBOR_NEW, ARBOR_CANCELED, r);
+    arbor_str_unref(r);
+    return;
+  }
+  arbor_engine_start(c->e, c);
+}
+
+static int ctx_run(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  char buf[ARBOR_DN_BUF];
+  size_t len;
+  if (lua_type(L, 2) != LUA_TSTRING)
+    return luaL_error(L, "%s: ctx:run(name, fn): name must be a string, got %s",
+                      arbor_dn(pn, buf, sizeof buf), luaL_typename(L, 2));
+  const char *name = lua_tolstring(L, 2, &len);
+  if (!lua_isfunction(L, 3))
+    return luaL_error(L,
+                      "%s: ctx:run('%s', fn): the runnable must be a "
+                      "function, got %s",
+                      arbor_dn(pn, buf, sizeof buf), name, luaL_typename(L, 3));
+  arbor_child_opts o;
+  read_opts(L, 4, pn, &o, "ctx:run");
+  launch(spawn(L, pn, name, len, 3, &o));
+  return 0;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int ctx_group(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  char buf[ARBOR_DN_BUF];
+  arbor_dn(pn, buf, sizeof buf);
+  if (!lua_istable(L, 2))
+    return luaL_error(L,
+                      "%s: ctx:group(members): want a table of name = "
+                      "function, got %s",
+                      buf, luaL_typename(L, 2));
+  arbor_child_opts o;
+  read_opts(L, 3, pn, &o, "ctx:group");
+  /* Check every member before anything changes. */
+  size_t count = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    if (lua_type(L, -2) != LUA_TSTRING)
+      return luaL_error(L, "%s: ctx:group: member names must be strings, got %s",
+                        buf, luaL_typename(L, -2));
+    size_t len;
+    const char *name = lua_tolstring(L, -2, &len);
+    if (!lua_isfunction(L, -1))
+      return luaL_error(L,
+                        "%s: ctx:group: member '%s' must be a function, got %s",
+                        buf, name, luaL_typename(L, -1));
+    if (!arbor_name_valid(name, len)) name_error(L, pn, name, ARBOR_EBADNAME);
+    if (arbor_tree_child(&pn->n, name, len)) name_error(L, pn, name, ARBOR_EDUP);
+    count++;
+    lua_pop(L, 1);
+  }
+  if (count == 0) return 0;
+  const char **names = lua_newuserdatauv(L, count * sizeof *names, 0);
+  size_t i = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    names[i++] = lua_tostring(L, -2);
+    lua_pop(L, 1);
+  }
+  qsort(names, count, sizeof *names, cmp_names);
+  pnode *first = NULL;
+  int top = lua_gettop(L);
+  for (i = 0; i < count; i++) {
+    lua_getfield(L, 2, names[i]);
+    pnode *c = spawn(L, pn, names[i], strlen(names[i]), top + 1, &o);
+    lua_settop(L, top);
+    if (first)
+      arbor_tree_group(&first->n, &c->n);
+    else
+      first = c;
+  }
+  /* Start in name order (T10). */
+  for (arbor_node *n = &first->n;;) {
+    launch((pnode *)n);
+    n = n->next;
+    if (!n) break;
+  }
+  return 0;
+}
+
+static int ctx_index(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  const char *k = lua_tostring(L, 2);
+  if (k && strcmp(k, "dn") == 0) {
+    char buf[ARBOR_DN_BUF];
+    lua_pushstring(L, arbor_dn(c->pn, buf, sizeof buf));
+    return 1;
+  }
+  if (k && strcmp(k, "name") == 0) {
+    lua_pushstring(L, c->pn->n.name);
+    return 1;
+  }
+  if (k && strcmp(k, "incarnation") == 0) {
+    lua_pushinteger(L, (lua_Integer)c->incarnation);
+    return 1;
+  }
+  lua_getmetatable(L, 1);
+  lua_getfield(L, -1, "methods");
+  lua_pushvalue(L, 2);
+  lua_rawget(L, -2);
+  return 1;
+}
+
+/* core.self(): the ctx of the incarnation running now, or nil. */
+static int l_self(lua_State *L) {
+  arbor_engine *e = arbor_engine_current();
+  if (!e || !e->current || e->current->co != L) {
+    lua_pushnil(L);
+    return 1;
+  }
+  arbor_push_ctx(L, e->current);
+  return 1;
+}
+
+static const luaL_Reg ctx_methods[] = {
+    {"run", ctx_run},
+    {"group", ctx_group},
+    {"signal", ctx_signal},
+    {"sleep", ctx_sleep},
+    {"wait", ctx_wait},
+    {"canceled", ctx_canceled},
+    {"log", ctx_log},
+    {"_shield_enter", ctx_shield_enter},
+    {"_shield_leave", ctx_shield_leave},
+    {"_park_seq", ctx_park_seq},
+    {"_park", ctx_park},
+    {"_unpark", ctx_unpark},
+    {NULL, NULL},
+};
+
+/* [-0, +0, m] registers the ctx metatable and core.self in the table on top. */
+void arbor_open_ctx(lua_State *L) {
+  luaL_newmetatable(L, ARBOR_CTX_MT);
+  luaL_newlib(L, ctx_methods);
+  lua_setfield(L, -2, "methods");
+  lua_pushcfunction(L, ctx_index);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, ctx_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, ctx_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_self);
+  lua_setfield(L, -2, "self");
+}

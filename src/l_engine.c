@@ -1,0 +1,578 @@
+/* l_engine.c: the engine as a Lua object: start, run, settle, advance,
+ * node views (T13a), tree snapshots, events (T14) and node operations (T13).
+ * The public module (lua/arbor/init.lua) and the harness
+ * (lua/arbor/testing.lua) are written on top of it.
+ */
+#include <lauxlib.h>
+#include <math.h>
+#include <string.h>
+
+#include "gc.h"
+#include "l_arbor.h"
+
+typedef struct lengine {
+  arbor_engine *e;
+} lengine;
+
+/* Weak table light(e) -> engine userdata, for core.current(). */
+static const char engines_key = 'e';
+
+static arbor_engine *check_engine(lua_State *L, int idx) {
+  lengine *le = luaL_checkudata(L, idx, ARBOR_ENGINE_MT);
+  if (!le->e) luaL_error(L, "engine is closed");
+  return le->e;
+}
+
+static int push_engine_object(lua_State *L, arbor_engine *e) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &engines_key);
+  lua_rawgetp(L, -1, e);
+  lua_remove(L, -2);
+  return 1;
+}
+
+/* core.engine{virtual=, seed=, ring=, signals=} */
+static int l_engine_new(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_getfield(L, 1, "virtual");
+  int virt = lua_toboolean(L, -1);
+  lua_getfield(L, 1, "seed");
+  uint64_t seed = (uint64_t)luaL_optinteger(L, -1, 0);
+  lua_getfield(L, 1, "ring");
+  lua_Integer ring = luaL_optinteger(L, -1, 1024);
+  if (ring < 1) return luaL_error(L, "engine: ring must be >= 1");
+  lua_getfield(L, 1, "signals");
+  int signals = lua_toboolean(L, -1);
+  lua_settop(L, 1);
+  lengine *le = lua_newuserdatauv(L, sizeof *le, 0);
+  le->e = NULL;
+  luaL_setmetatable(L, ARBOR_ENGINE_MT);
+  le->e = arbor_engine_new(L, virt, seed, (size_t)ring);
+  if (!le->e) return luaL_error(L, "engine: out of memory");
+  le->e->signals = signals;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &engines_key);
+  lua_pushvalue(L, -2);
+  lua_rawsetp(L, -2, le->e);
+  lua_pop(L, 1);
+  return 1;
+}
+
+static int l_engine_gc(lua_State *L) {
+  lengine *le = luaL_checkudata(L, 1, ARBOR_ENGINE_MT);
+  if (le->e) arbor_engine_free(le->e);
+  le->e = NULL;
+  return 0;
+}
+
+/* core.current(): the engine running the calling code, or nil. */
+static int l_current(lua_State *L) {
+  arbor_engine *e = arbor_engine_current();
+  if (!e) return lua_pushnil(L), 1;
+  return push_engine_object(L, e);
+}
+
+static int set_ref(lua_State *L, int *ref, int idx) {
+  luaL_unref(L, LUA_REGISTRYINDEX, *ref);
+  *ref = LUA_NOREF;
+  if (!lua_isnoneornil(L, idx)) {
+    lua_pushvalue(L, idx);
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return 0;
+}
+
+static int l_set_default_policy(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  return set_ref(L, &e->default_policy_ref, 2);
+}
+
+static int l_set_log(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+  return set_ref(L, &e->log_ref, 2);
+}
+
+/* e:start(fn, policy_or_nil, shutdown) */
+static int l_start(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  pnode *root = (pnode *)e->tree.root;
+  if (root->n.incarnation > 0) return luaL_error(L, "engine already started");
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_pushvalue(L, 2);
+  int fn = luaL_ref(L, LUA_REGISTRYINDEX);
+  int policy = LUA_NOREF;
+  if (!lua_isnoneornil(L, 3)) {
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    lua_pushvalue(L, 3);
+    policy = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  arbor_engine_start_root(e, fn, policy, luaL_optnumber(L, 4, 5.0));
+  return 0;
+}
+
+/* e:run() -> true | false, reason */
+static int l_run(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  if (e->virtual_clock) return luaL_error(L, "run: this engine is virtual");
+  arbor_engine_run(e);
+  if (e->interrupted) {
+    lua_pushboolean(L, 0);
+    lua_pushliteral(L, "interrupted");
+    return 2;
+  }
+  if (e->gave_up) {
+    lua_pushboolean(L, 0);
+    lua_pushstring(L, e->gave_up_reason ? e->gave_up_reason->s : "gave up");
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_settle(lua_State *L) {
+  arbor_engine_settle(check_engine(L, 1));
+  return 0;
+}
+
+static int l_advance(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  double dt = luaL_checknumber(L, 2);
+  if (!(dt >= 0) || !isfinite(dt))
+    return luaL_error(L, "advance(seconds): want a finite number >= 0");
+  if (!e->virtual_clock) return luaL_error(L, "advance: this engine is real");
+  arbor_engine_advance(e, dt);
+  return 0;
+}
+
+/* e:next_timer() -> due time of the earliest timer, or nil */
+static int l_next_timer(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  arbor_timer *t = arbor_sched_peek(&e->sched);
+  if (!t) return lua_pushnil(L), 1;
+  lua_pushnumber(L, t->due);
+  return 1;
+}
+
+static int l_now(lua_State *L) {
+  lua_pushnumber(L, arbor_engine_now(check_engine(L, 1)));
+  return 1;
+}
+
+static int l_finished(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  lua_pushboolean(L, arbor_engine_finished(e));
+  lua_pushboolean(L, e->gave_up);
+  if (e->gave_up_reason)
+    lua_pushstring(L, e->gave_up_reason->s);
+  else
+    lua_pushnil(L);
+  return 3;
+}
+
+static int l_stop(lua_State *L) {
+  arbor_engine_stop(check_engine(L, 1));
+  return 0;
+}
+
+static int l_random(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  lua_pushnumber(L, (double)(arbor_engine_random(e) >> 11) * 0x1.0p-53);
+  return 1;
+}
+
+/* ---- nodes ---------------------------------------------------------- */
+
+/* The node at DN arg idx, or raises "no node". */
+static pnode *check_node(lua_State *L, arbor_engine *e, int idx) {
+  size_t len;
+  const char *dn = luaL_checklstring(L, idx, &len);
+  arbor_node *n = arbor_tree_find(&e->tree, dn, len);
+  if (!n) luaL_error(L, "no node %s", dn);
+  return (pnode *)n;
+}
+
+static void setstr(lua_State *L, const char *k, arbor_str *s) {
+  if (s) {
+    lua_pushlstring(L, s->s, s->len);
+    lua_setfield(L, -2, k);
+  }
+}
+
+static void setnum(lua_State *L, const char *k, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void setint(lua_State *L, const char *k, lua_Integer v) {
+  lua_pushinteger(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void setbool(lua_State *L, const char *k, int v) {
+  lua_pushboolean(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* [-0, +1, m] the fields of T13a for pn. */
+static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
+  arbor_node *n = &pn->n;
+  char buf[ARBOR_DN_BUF];
+  double now = arbor_engine_now(e);
+  lua_createtable(L, 0, 24);
+  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+  lua_setfield(L, -2, "dn");
+  lua_pushstring(L, n->name);
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, arbor_state_name((arbor_state)n->state));
+  lua_setfield(L, -2, "state");
+  setint(L, "restarts", pn->restarts);
+  setint(L, "consecutive", pn->consecutive);
+  setint(L, "incarnation", (lua_Integer)n->incarnation);
+  setstr(L, "error", pn->error);
+  setstr(L, "traceback", pn->trace);
+  setbool(L, "blocked", 0);
+  lua_pushliteral(L, "main");
+  lua_setfield(L, -2, "lifecycle");
+  setbool(L, "sidecar", 0);
+  setbool(L, "running", arbor_node_running(n));
+  setbool(L, "canceled", arbor_node_canceled(n));
+  setbool(L, "held", (n->flags & ARBOR_F_HELD) != 0);
+  setbool(L, "forced", (n->flags & ARBOR_F_FORCED) != 0);
+  setbool(L, "pending", (n->flags & ARBOR_F_PENDING) != 0);
+  if (arbor_timer_armed(&pn->wake) && pn->wake.kind == TIMER_RESTART)
+    setnum(L, "restart_at", pn->wake.due);
+  if (n->incarnation > 0) {
+    setnum(L, "started", pn->started);
+    setnum(L, "uptime",
+           (arbor_node_running(n) ? now : pn->exited) - pn->started);
+  }
+  if (!arbor_node_running(n) && n->incarnation > 0) setnum(L, "exited", pn->exited);
+  setnum(L, "shutdown", pn->shutdown);
+  setint(L, "live", n->live);
+  if (n->parent) {
+    lua_pushstring(L, arbor_dn((pnode *)n->parent, buf, sizeof buf));
+    lua_setfield(L, -2, "parent");
+  }
+  lua_createtable(L, (int)n->nchildren, 0);
+  lua_Integer i = 1;
+  for (arbor_node *c = n->first; c; c = c->next) {
+    lua_pushstring(L, c->name);
+    lua_rawseti(L, -2, i++);
+  }
+  lua_setfield(L, -2, "children");
+}
+
+/* e:node(dn) -> fields | nil, "no node dn" */
+static int l_node(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  size_t len;
+  const char *dn = luaL_checklstring(L, 2, &len);
+  arbor_node *n = arbor_tree_find(&e->tree, dn, len);
+  if (!n) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "no node %s", dn);
+    return 2;
+  }
+  push_node_fields(L, e, (pnode *)n);
+  return 1;
+}
+
+/* e:tree([dn]) -> nested {dn, name, state, restarts, error, incarnation,
+   children = {...}}; iterative so deep trees do not overflow the C stack. */
+static int l_tree(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  arbor_node *top = lua_isnoneornil(L, 2) ? e->tree.root
+                                          : &check_node(L, e, 2)->n;
+  lua_settop(L, 2);
+  char buf[ARBOR_DN_BUF];
+  /* Stack holds the chain of "children" tables of the open ancestors. */
+  arbor_node *n = top;
+  lua_newtable(L); /* holder: result at [1] */
+  int depth = 0;
+  for (;;) {
+    luaL_checkstack(L, 4, "tree too deep");
+    pnode *pn = (pnode *)n;
+    lua_createtable(L, 0, 8);
+    lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+    lua_setfield(L, -2, "dn");
+    lua_pushstring(L, n->name);
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, arbor_state_name((arbor_state)n->state));
+    lua_setfield(L, -2, "state");
+    setint(L, "restarts", pn->restarts);
+    setint(L, "incarnation", (lua_Integer)n->incarnation);
+    setstr(L, "error", pn->error);
+    setbool(L, "blocked", 0);
+    lua_pushliteral(L, "main");
+    lua_setfield(L, -2, "lifecycle");
+    lua_createtable(L, (int)n->nchildren, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "children");
+    /* stack: ... parent_children, node, node_children */
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, -4, luaL_len(L, -4) + 1);
+    lua_remove(L, -2);
+    /* stack: ... parent_children, node_children */
+    if (n->first) {
+      n = n->first;
+      depth++;
+      continue;
+    }
+    lua_pop(L, 1);
+    while (n != top && !n->next) {
+      n = n->parent;
+      depth--;
+      lua_pop(L, 1);
+    }
+    if (n == top) break;
+    n = n->next;
+  }
+  lua_rawgeti(L, -1, 1);
+  return 1;
+}
+
+/* [-0, +1, m] one event as a table. */
+void arbor_push_event_table(arbor_engine *e, lua_State *L,
+                            const arbor_event *ev) {
+  static const char *const kinds[] = {"state", "policy", "coordinator"};
+  char buf[ARBOR_DN_BUF];
+  (void)e;
+  lua_createtable(L, 0, 8);
+  setint(L, "seq", (lua_Integer)ev->seq);
+  setnum(L, "time", ev->time);
+  lua_pushstring(L, arbor_dn((pnode *)ev->node, buf, sizeof buf));
+  lua_setfield(L, -2, "dn");
+  setint(L, "incarnation", (lua_Integer)ev->incarnation);
+  lua_pushstring(L, kinds[ev->kind]);
+  lua_setfield(L, -2, "kind");
+  if (ev->kind == ARBOR_EV_STATE) {
+    lua_pushstring(L, arbor_state_name((arbor_state)ev->from));
+    lua_setfield(L, -2, "from");
+    lua_pushstring(L, arbor_state_name((arbor_state)ev->to));
+    lua_setfield(L, -2, "to");
+  }
+  setstr(L, "reason", ev->reason);
+}
+
+/* e:events([n [, after_seq]]) -> the last n events (all held by default),
+   oldest first, optionally only those with seq > after_seq. */
+static int l_events(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  lua_Integer n = luaL_optinteger(L, 2, (lua_Integer)e->ring.len);
+  lua_Integer after = luaL_optinteger(L, 3, 0);
+  uint64_t last = e->ring.next_seq - 1;
+  uint64_t first = arbor_ring_first(&e->ring);
+  if (n < 0) n = 0;
+  if ((uint64_t)n < e->ring.len) first = last - (uint64_t)n + 1;
+  if ((uint64_t)after + 1 > first) first = (uint64_t)after + 1;
+  lua_newtable(L);
+  lua_Integer i = 1;
+  for (uint64_t s = first; s <= last; s++) {
+    const arbor_event *ev = arbor_ring_get(&e->ring, s);
+    if (!ev) continue;
+    arbor_push_event_table(e, L, ev);
+    lua_rawseti(L, -2, i++);
+  }
+  return 1;
+}
+
+/* e:subscribe(fn) -> id */
+static int l_subscribe(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (e->subscribers_ref == LUA_NOREF) {
+    lua_newtable(L);
+    e->subscribers_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    e->delivered = e->ring.next_seq - 1;
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->subscribers_ref);
+  lua_Integer id = luaL_len(L, -1) + 1;
+  lua_pushvalue(L, 2);
+  lua_rawseti(L, -2, id);
+  lua_pushinteger(L, id);
+  return 1;
+}
+
+static int l_unsubscribe(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  lua_Integer id = luaL_checkinteger(L, 2);
+  if (e->subscribers_ref == LUA_NOREF) return 0;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->subscribers_ref);
+  if (id >= 1 && id <= luaL_len(L, -1)) {
+    lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, id);
+  }
+  return 0;
+}
+
+static int l_restart(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  pnode *pn = check_node(L, e, 2);
+  const char *err = NULL;
+  if (arbor_engine_restart(e, pn, &err) < 0)
+    return luaL_error(L, "restart %s: %s", lua_tostring(L, 2), err);
+  return 0;
+}
+
+static int l_cancel(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  arbor_engine_cancel(e, check_node(L, e, 2));
+  return 0;
+}
+
+static int l_hold(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  arbor_engine_hold(e, check_node(L, e, 2));
+  return 0;
+}
+
+/* e:swap(dn, fn, restart) (T13) */
+static int l_swap(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  pnode *pn = check_node(L, e, 2);
+  if (!lua_isfunction(L, 3))
+    return luaL_error(L, "swap %s: the runnable must be a function, got %s",
+                      lua_tostring(L, 2), luaL_typename(L, 3));
+  lua_pushvalue(L, 3);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  luaL_unref(L, LUA_REGISTRYINDEX, pn->fn_ref);
+  pn->fn_ref = ref;
+  arbor_str *r = arbor_str_new("runnable swapped", 16);
+  arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
+  arbor_str_unref(r);
+  if (lua_toboolean(L, 4)) {
+    const char *err = NULL;
+    if (arbor_engine_restart(e, pn, &err) < 0)
+      return luaL_error(L, "swap %s: %s", lua_tostring(L, 2), err);
+  }
+  return 0;
+}
+
+/* e:set_policy(dn, p) (T13); nil restores the default. */
+static int l_set_policy(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  pnode *pn = check_node(L, e, 2);
+  if (!lua_isnoneornil(L, 3) && !lua_isfunction(L, 3))
+    return luaL_error(L, "set_policy %s: the policy must be a function, got %s",
+                      lua_tostring(L, 2), luaL_typename(L, 3));
+  set_ref(L, &pn->policy_ref, 3);
+  arbor_str *r = arbor_str_new("policy replaced", 15);
+  arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
+  arbor_str_unref(r);
+  return 0;
+}
+
+/* e:fail(dn, err) */
+static int l_fail(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  pnode *pn = check_node(L, e, 2);
+  luaL_checkany(L, 3);
+  lua_pushvalue(L, 3);
+  lua_xmove(L, e->L, 1);
+  if (arbor_engine_fail(e, pn) < 0)
+    return luaL_error(L, "fail %s: the node is not running (state %s)",
+                      lua_tostring(L, 2),
+                      arbor_state_name((arbor_state)pn->n.state));
+  return 0;
+}
+
+/* e:logs(dn [, n]) -> { {time=, line=}, ... } oldest first */
+static int l_logs(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  pnode *pn = check_node(L, e, 2);
+  lua_Integer want = luaL_optinteger(L, 3, ARBOR_LOG_LINES);
+  lua_newtable(L);
+  arbor_logs *lg = pn->logs;
+  if (!lg) return 1;
+  unsigned skip = want < (lua_Integer)lg->len ? lg->len - (unsigned)want : 0;
+  lua_Integer k = 1;
+  for (unsigned i = skip; i < lg->len; i++) {
+    unsigned idx = (lg->start + i) % ARBOR_LOG_LINES;
+    lua_createtable(L, 0, 2);
+    setnum(L, "time", lg->time[idx]);
+    setstr(L, "line", lg->line[idx]);
+    lua_rawseti(L, -2, k++);
+  }
+  return 1;
+}
+
+static void stuck_one(pnode *pn, void *ud) {
+  lua_State *L = ud;
+  char buf[ARBOR_DN_BUF];
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+  lua_setfield(L, -2, "dn");
+  setnum(L, "deadline", pn->deadline.due);
+  setint(L, "incarnation", (lua_Integer)pn->n.incarnation);
+  lua_rawseti(L, -2, luaL_len(L, -2) + 1);
+}
+
+static int l_stuck(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  lua_newtable(L);
+  arbor_engine_stuck(e, stuck_one, L);
+  return 1;
+}
+
+static int l_stats(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  lua_createtable(L, 0, 6);
+  setint(L, "wakeups", (lua_Integer)e->wakeups);
+  setint(L, "resumes", (lua_Integer)e->resumes);
+  setint(L, "restarts", (lua_Integer)e->restarts);
+  setint(L, "policy_calls", (lua_Integer)e->policy_calls);
+  setint(L, "nodes", (lua_Integer)e->tree.nnodes);
+  setint(L, "live", e->tree.root->live);
+  return 1;
+}
+
+static const luaL_Reg engine_methods[] = {
+    {"start", l_start},
+    {"run", l_run},
+    {"settle", l_settle},
+    {"advance", l_advance},
+    {"next_timer", l_next_timer},
+    {"now", l_now},
+    {"finished", l_finished},
+    {"stop", l_stop},
+    {"random", l_random},
+    {"node", l_node},
+    {"tree", l_tree},
+    {"events", l_events},
+    {"subscribe", l_subscribe},
+    {"unsubscribe", l_unsubscribe},
+    {"restart", l_restart},
+    {"cancel", l_cancel},
+    {"hold", l_hold},
+    {"swap", l_swap},
+    {"set_policy", l_set_policy},
+    {"fail", l_fail},
+    {"logs", l_logs},
+    {"stuck", l_stuck},
+    {"stats", l_stats},
+    {"set_default_policy", l_set_default_policy},
+    {"set_log", l_set_log},
+    {"close", l_engine_gc},
+    {NULL, NULL},
+};
+
+/* [-0, +0, m] registers the engine type and core.engine / core.current in
+   the table on top. */
+void arbor_open_engine(lua_State *L) {
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &engines_key);
+  luaL_newmetatable(L, ARBOR_ENGINE_MT);
+  luaL_newlib(L, engine_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_engine_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_engine_new);
+  lua_setfield(L, -2, "engine");
+  lua_pushcfunction(L, l_current);
+  lua_setfield(L, -2, "current");
+}

@@ -1,0 +1,167 @@
+/* main.c: the arbor executable. Embeds Lua 5.4 with arbor.core preloaded
+ * and runs a supervisor script: `arbor run SCRIPT [args]`.
+ *
+ * Exit codes: 0 the tree stopped cleanly, 1 the tree gave up, 2 a script or
+ * usage error, 130 interrupted by a second SIGINT.
+ */
+#include <lauxlib.h>
+#include <lualib.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "l_arbor.h"
+
+static const char usage[] =
+    "usage: arbor run [--quiet] SCRIPT [ARGS...]\n"
+    "       arbor --version | --help\n"
+    "\n"
+    "Runs the supervisor SCRIPT: it calls arbor.run(root) or returns a root\n"
+    "runnable. SIGINT or SIGTERM stops the tree in order; a second SIGINT\n"
+    "kills it at once.\n"
+    "\n"
+    "  --quiet   do not print events and logs on stderr\n"
+    "\n"
+    "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
+    "error, 130 interrupted.\n";
+
+/* Message handler: the error with a traceback. */
+static int msghandler(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  if (msg == NULL) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+      return 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)",
+                          luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+/* Puts the development Lua tree first on package.path when this binary runs
+   from its build directory, so a build works without installing. */
+static void set_paths(lua_State *L) {
+  const char *dir = getenv("ARBOR_LUA_DIR");
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (!dir && n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    char want[PATH_MAX];
+    if (realpath(ARBOR_BINARY_DIR, want) && strcmp(want, exe) == 0)
+      dir = ARBOR_SOURCE_LUA_DIR;
+  }
+  if (!dir) dir = ARBOR_INSTALL_LUA_DIR;
+  lua_getglobal(L, "package");
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
+  lua_getfield(L, -2, "path");
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_arbor_core);
+  lua_setfield(L, -2, "arbor.core");
+  lua_pop(L, 2);
+}
+
+/* Runs the script; returns the exit status. [-0, +0, -] */
+static int run_script(lua_State *L, const char *script, int quiet, int argc,
+                      char **argv) {
+  lua_createtable(L, argc, 1);
+  lua_pushstring(L, script);
+  lua_rawseti(L, -2, 0);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setglobal(L, "arg");
+
+  lua_pushcfunction(L, msghandler);
+  int h = lua_gettop(L);
+  /* require "arbor" and tell it it runs under the CLI */
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "arbor");
+  if (lua_pcall(L, 1, 1, h) != LUA_OK) {
+    fprintf(stderr, "arbor: cannot load the arbor module: %s\n",
+            lua_tostring(L, -1));
+    return 2;
+  }
+  int mod = lua_gettop(L);
+  lua_getfield(L, mod, "_cli");
+  lua_pushboolean(L, quiet);
+  lua_call(L, 1, 0);
+
+  if (luaL_loadfile(L, script) != LUA_OK) {
+    fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
+    return 2;
+  }
+  for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
+  if (lua_pcall(L, argc, 1, h) != LUA_OK) {
+    fprintf(stderr, "arbor: script error: %s\n", lua_tostring(L, -1));
+    return 2;
+  }
+  /* A returned runnable is run as the root. */
+  if (lua_isfunction(L, -1)) {
+    lua_getfield(L, mod, "run");
+    lua_insert(L, -2);
+    if (lua_pcall(L, 1, 0, h) != LUA_OK) {
+      fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
+      return 2;
+    }
+  } else {
+    lua_pop(L, 1);
+  }
+  lua_getfield(L, mod, "_exit_status");
+  lua_call(L, 0, 2);
+  int status = (int)lua_tointeger(L, -2);
+  if (lua_isstring(L, -1)) fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
+  return status;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("arbor %s (%s, libuv %s)\n", ARBOR_VERSION, LUA_RELEASE,
+           uv_version_string());
+    return 0;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "run") != 0) {
+    fprintf(stderr, "arbor: unknown command '%s'\n%s", argv[1], usage);
+    return 2;
+  }
+  int i = 2, quiet = 0;
+  for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+    if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+      quiet = 1;
+    } else if (strcmp(argv[i], "--") == 0) {
+      i++;
+      break;
+    } else {
+      fprintf(stderr, "arbor: unknown option '%s'\n%s", argv[i], usage);
+      return 2;
+    }
+  }
+  if (i >= argc) {
+    fprintf(stderr, "arbor: run: missing SCRIPT\n%s", usage);
+    return 2;
+  }
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    fputs("arbor: cannot create the Lua state\n", stderr);
+    return 2;
+  }
+  luaL_openlibs(L);
+  set_paths(L);
+  int status = run_script(L, argv[i], quiet, argc - i - 1, argv + i + 1);
+  lua_close(L);
+  return status;
+}

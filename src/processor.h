@@ -1,0 +1,185 @@
+/* processor.h: the engine. One event loop (libuv, or the harness's virtual
+ * clock) drives the tree: it resumes runnable coroutines from one drain
+ * point, classifies how incarnations end (T5), spreads death (T6), stops
+ * subtrees in order (T7, T12), asks the GC and the policies for restarts
+ * (T8, P1-P3) and records events (T14).
+ */
+#ifndef ARBOR_PROCESSOR_H
+#define ARBOR_PROCESSOR_H
+
+#include <lua.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "events.h"
+#include "sched.h"
+#include "str.h"
+#include "tree.h"
+
+typedef struct arbor_engine arbor_engine;
+
+/* What the next resume of a parked incarnation delivers. */
+enum { RESUME_VALUES = 0, RESUME_CANCEL, RESUME_FAIL };
+
+/* What an incarnation is parked on. */
+enum { WAIT_NONE = 0, WAIT_SLEEP, WAIT_CANCEL, WAIT_PARK };
+
+/* Timer kinds. */
+enum { TIMER_WAKE = 1, TIMER_RESTART, TIMER_DEADLINE };
+
+/* Per-node processor flags. */
+enum {
+  PN_RESUMED = 1u << 0,  /* the incarnation has run at least once */
+  PN_NOTIFIED = 1u << 1, /* told of its cancellation: blocking calls raise */
+  PN_STOPPING = 1u << 2, /* ordered stop in progress below this node */
+  PN_QUEUED = 1u << 3,   /* in the ready queue */
+};
+
+#define ARBOR_LOG_LINES 64
+#define ARBOR_FAILURES 16
+
+typedef struct arbor_logs {
+  arbor_str *line[ARBOR_LOG_LINES];
+  double time[ARBOR_LOG_LINES];
+  unsigned start, len;
+} arbor_logs;
+
+typedef struct pnode {
+  arbor_node n; /* first: the tree allocates pnodes */
+  arbor_engine *e;
+  lua_State *co;       /* the incarnation's coroutine, NULL when exited */
+  int co_ref;          /* anchors co */
+  int fn_ref;          /* the runnable */
+  int policy_ref;      /* LUA_NOREF: the engine's default policy */
+  int fail_ref;        /* error value injected by the harness */
+  double shutdown;     /* seconds a canceled incarnation has to exit */
+  double started;      /* engine time the incarnation started */
+  double exited;       /* engine time it exited */
+  arbor_timer wake;    /* sleep, or a delayed restart */
+  arbor_timer deadline;
+  struct pnode *ready_next;
+  struct pnode *stop_cursor; /* child being stopped (PN_STOPPING) */
+  uint32_t wait_seq;
+  uint32_t restarts;   /* restarts performed */
+  uint32_t consecutive; /* failures since last HEALTHY or DONE */
+  uint16_t shield;
+  uint8_t wait;        /* WAIT_* */
+  uint8_t resume;      /* RESUME_* */
+  uint8_t pflags;      /* PN_* */
+  uint8_t nargs;       /* values pushed on co for the next resume */
+  uint8_t done;        /* signaled done */
+  arbor_str *error, *trace;
+  double *failures;    /* ring of recent failure times, lazily allocated */
+  uint8_t nfail, fail_start;
+  arbor_logs *logs;    /* lazily allocated */
+} pnode;
+
+struct arbor_engine {
+  arbor_tree tree;
+  arbor_sched sched;
+  arbor_ring ring;
+  lua_State *L;          /* the engine's own thread */
+  int L_ref;
+  int default_policy_ref;
+  int subscribers_ref;   /* table of on_event functions */
+  int log_ref;           /* log sink or LUA_NOREF */
+  int virtual_clock;
+  double vnow;
+  uint64_t t0;           /* hrtime at creation (real clock) */
+  uv_loop_t *loop;       /* NULL under the virtual clock */
+  uv_timer_t timer;
+  uv_check_t check;
+  uv_idle_t idle;
+  uv_signal_t sigint, sigterm;
+  int handles_open;
+  int signals;
+  pnode *ready_head, *ready_tail;
+  pnode *current;        /* node being resumed */
+  int draining;
+  int stop_requested;
+  int interrupted;       /* second SIGINT */
+  int closing;           /* tearing down: no more restarts */
+  int gave_up;
+  arbor_str *gave_up_reason;
+  arbor_str *reason;     /* reason for the next state event */
+  uint64_t delivered;    /* last event seq delivered to subscribers */
+  uint64_t rng;
+  /* counters */
+  uint64_t wakeups, resumes, restarts, policy_calls;
+  double root_shutdown;
+  int instruction_budget; /* for policies and subscribers */
+};
+
+/* Creates an engine; virtual selects the harness's virtual clock. The
+   engine's thread is created on L and anchored. Returns NULL on OOM. */
+arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
+                               size_t ring_cap);
+/* Frees everything (closing coroutines and libuv handles). */
+void arbor_engine_free(arbor_engine *e);
+
+double arbor_engine_now(arbor_engine *e);
+uint64_t arbor_engine_random(arbor_engine *e);
+
+/* Starts the root with the runnable on top of e->L's stack (popped). */
+void arbor_engine_start_root(arbor_engine *e, int fn_ref, int policy_ref,
+                             double shutdown);
+/* Real clock: runs the loop until the tree is finished. */
+void arbor_engine_run(arbor_engine *e);
+/* Virtual clock: runs until nothing can progress without time moving. */
+void arbor_engine_settle(arbor_engine *e);
+/* Virtual clock: moves time forward by dt seconds, firing timers in order. */
+void arbor_engine_advance(arbor_engine *e, double dt);
+/* 1 when nothing runs, nothing is queued and no timer is armed. */
+int arbor_engine_finished(arbor_engine *e);
+
+/* Stops the whole tree in order (T12). */
+void arbor_engine_stop(arbor_engine *e);
+/* Stops a node: cancels it (T7), children first (T12). */
+void arbor_engine_cancel(arbor_engine *e, pnode *pn);
+/* Restarts a node now: cancels it if running, starts it if pending or held. */
+int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err);
+/* Holds a node down: canceled and not restarted until restarted by hand. */
+void arbor_engine_hold(arbor_engine *e, pnode *pn);
+/* Makes the running incarnation of pn raise the error value on top of e->L
+   (popped) at its current yield point. */
+int arbor_engine_fail(arbor_engine *e, pnode *pn);
+
+/* Creates a child of parent (not started). Returns NULL with *err set. */
+pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,
+                        size_t len, int *err);
+/* Starts pn's next incarnation now. */
+void arbor_engine_start(arbor_engine *e, pnode *pn);
+/* Records a signal from the runnable ("healthy", "done"). Returns NULL or
+   the misuse message. */
+const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what);
+/* Parks the current incarnation; `wait` is WAIT_*; for WAIT_SLEEP the wake
+   timer is armed at now + seconds. */
+void arbor_engine_park(arbor_engine *e, pnode *pn, int wait, double seconds);
+/* Wakes pn from WAIT_PARK with the nvals values on top of L. Returns 1 when
+   delivered, 0 when pn no longer waits on seq. */
+int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
+                        int nvals);
+/* Appends a log line to pn (and calls the sink). Takes a reference. */
+void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line);
+/* Emits a non-state event. */
+void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                        arbor_str *reason);
+
+/* Nodes past their shutdown deadline still running: calls fn for each. */
+void arbor_engine_stuck(arbor_engine *e, void (*fn)(pnode *, void *), void *ud);
+
+/* The engine running the calling code, if any (set while draining). */
+arbor_engine *arbor_engine_current(void);
+
+/* Fills the policy event table (P1) for pn on top of L. [-0, +1, m] */
+void arbor_engine_push_policy_event(arbor_engine *e, pnode *pn, lua_State *L);
+
+/* Pushes the unique cancellation error value onto L. [-0, +1, -] */
+void arbor_push_canceled(lua_State *L);
+/* 1 when the value at idx is the cancellation error. */
+int arbor_is_canceled(lua_State *L, int idx);
+
+/* Builds a ctx userdata for pn's current incarnation on L. [-0, +1, m] */
+void arbor_push_ctx(lua_State *L, pnode *pn);
+
+#endif

@@ -1,0 +1,39 @@
+/* sched.h: the one timer heap behind every timer of an engine (sleep,
+ * restart delays, shutdown deadlines), whatever the clock: real time on
+ * libuv or the test harness's virtual time. Pure C: the caller says what
+ * "now" is. Timers due at the same time fire in the order they were armed.
+ */
+#ifndef ARBOR_SCHED_H
+#define ARBOR_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct arbor_timer {
+  double due;     /* seconds on the engine's clock */
+  uint64_t seq;   /* arming order, breaks ties */
+  size_t idx;     /* position in the heap + 1; 0 when not armed */
+  int kind;       /* caller's tag */
+} arbor_timer;
+
+typedef struct arbor_sched {
+  arbor_timer **heap;
+  size_t len, cap;
+  uint64_t seq;
+} arbor_sched;
+
+void arbor_sched_init(arbor_sched *s);
+void arbor_sched_close(arbor_sched *s);
+/* Arms (or re-arms) t to fire at `due`. Returns 0 or -1 when out of memory. */
+int arbor_sched_arm(arbor_sched *s, arbor_timer *t, double due);
+/* Disarms t; nothing happens if it was not armed. */
+void arbor_sched_disarm(arbor_sched *s, arbor_timer *t);
+static inline int arbor_timer_armed(const arbor_timer *t) { return t->idx != 0; }
+/* The earliest timer, or NULL. */
+static inline arbor_timer *arbor_sched_peek(const arbor_sched *s) {
+  return s->len ? s->heap[0] : NULL;
+}
+/* Removes and returns the earliest timer if it is due at or before now. */
+arbor_timer *arbor_sched_pop_due(arbor_sched *s, double now);
+
+#endif

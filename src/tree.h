@@ -1,0 +1,144 @@
+/* tree.h: the supervision tree (rules T1-T8 of SEMANTICS.md) as plain C.
+ *
+ * Nodes, their five states, the per-subtree count of running incarnations,
+ * logical cancellation and DN lookup. No libuv, no Lua: the processor owns
+ * coroutines and timers and hears about tree changes through arbor_hooks.
+ */
+#ifndef ARBOR_TREE_H
+#define ARBOR_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum arbor_state {
+  ARBOR_NEW = 0,
+  ARBOR_HEALTHY,
+  ARBOR_DONE,
+  ARBOR_DEAD,
+  ARBOR_CANCELED
+} arbor_state;
+
+enum arbor_flags {
+  ARBOR_F_RUNNING = 1u << 0,  /* the incarnation's coroutine is alive */
+  ARBOR_F_CANCEL = 1u << 1,   /* context canceled (T7); inherited by the subtree */
+  ARBOR_F_PENDING = 1u << 2,  /* a start is pending: first start or delayed restart */
+  ARBOR_F_HELD = 1u << 3,     /* the GC leaves it alone: policy said stop, or held */
+  ARBOR_F_DETACHED = 1u << 4, /* discarded; memory lives while refs > 0 */
+  ARBOR_F_DECLARED = 1u << 5, /* declared DEAD from outside (escalation): the
+                                 incarnation's own exit no longer sets the state */
+  ARBOR_F_FORCED = 1u << 6,   /* ended by a forced close at its deadline */
+};
+
+#define ARBOR_NAME_MAX 64
+
+typedef struct arbor_node arbor_node;
+typedef struct arbor_tree arbor_tree;
+
+struct arbor_node {
+  arbor_tree *tree;
+  arbor_node *parent;
+  arbor_node *first, *last;  /* children, in creation (= start) order */
+  arbor_node *prev, *next;   /* siblings */
+  arbor_node *gnext;         /* circular ring of the members of one ctx:group */
+  arbor_node *hnext;         /* hash chain of (parent, name) */
+  uint64_t incarnation;      /* 0 until first started */
+  uint32_t live;             /* running incarnations in this subtree, self included */
+  uint32_t nchildren;
+  uint32_t refs;             /* tree membership + events + handles */
+  uint32_t hash;
+  uint8_t state;             /* arbor_state */
+  uint8_t flags;             /* arbor_flags */
+  uint8_t namelen;
+  char name[ARBOR_NAME_MAX + 1];
+};
+
+/* Callbacks from the tree to its owner. Any may be NULL. */
+typedef struct arbor_hooks {
+  /* The context of n was just canceled (flag set). n may be running, exited,
+     or pending; for a pending node the tree already made it CANCELED. */
+  void (*canceled)(arbor_node *n, void *ud);
+  /* n's state changed from `from` (a pending node canceled, for instance). */
+  void (*state)(arbor_node *n, arbor_state from, void *ud);
+  /* n is about to be freed (detached and no references left). */
+  void (*release)(arbor_node *n, void *ud);
+  void *ud;
+} arbor_hooks;
+
+struct arbor_tree {
+  arbor_node *root;
+  arbor_node **buckets;
+  size_t nbuckets;
+  size_t nnodes;       /* attached nodes */
+  size_t node_size;    /* bytes per node: >= sizeof(arbor_node) */
+  arbor_hooks hooks;
+};
+
+/* Error codes, negative like libuv. */
+enum {
+  ARBOR_EBADNAME = -1,
+  ARBOR_EDUP = -2,
+  ARBOR_ENOMEM = -3,
+};
+
+/* Initializes a tree whose nodes are node_size bytes (callers embed
+   arbor_node first in a larger struct) and creates the root, state NEW,
+   not started. Returns 0 or ARBOR_ENOMEM. */
+int arbor_tree_init(arbor_tree *t, size_t node_size, const arbor_hooks *hooks);
+/* Detaches and frees every node (references held elsewhere keep nodes alive
+   until released). */
+void arbor_tree_close(arbor_tree *t);
+
+/* 1 when name is a valid node name (T2). */
+int arbor_name_valid(const char *name, size_t len);
+/* Adds a child named `name` to parent, state NEW, pending its first start.
+   On error returns NULL and stores ARBOR_EBADNAME, ARBOR_EDUP or
+   ARBOR_ENOMEM in *err. A child of a canceled parent is created CANCELED
+   (never started, T8). */
+arbor_node *arbor_tree_add(arbor_node *parent, const char *name, size_t len,
+                           int *err);
+/* Child of parent by name, or NULL. */
+arbor_node *arbor_tree_child(arbor_node *parent, const char *name, size_t len);
+/* Node by DN ("root", "root.a.b"), or NULL. */
+arbor_node *arbor_tree_find(arbor_tree *t, const char *dn, size_t len);
+/* Writes n's DN into buf (NUL-terminated, truncated to size) and returns its
+   full length. */
+size_t arbor_node_dn(const arbor_node *n, char *buf, size_t size);
+/* Depth: 0 for the root. */
+unsigned arbor_node_depth(const arbor_node *n);
+
+/* Puts b into a's group ring (ctx:group members, T6). */
+void arbor_tree_group(arbor_node *a, arbor_node *b);
+
+/* Starts a new incarnation of n: incarnation+1, state NEW, RUNNING, live
+   counts of n and its ancestors +1; clears CANCEL, PENDING, FORCED and
+   DECLARED. n must not be running and its children must be discarded. */
+void arbor_tree_start(arbor_node *n);
+/* Records that n's incarnation ended in state s (ignored when n was declared
+   DEAD: it stays DEAD). Decrements live counts up to the root. */
+void arbor_tree_exit(arbor_node *n, arbor_state s);
+/* Sets n's state (the processor's signals and declarations), reporting it
+   through the state hook. Setting DEAD also cancels n's own context. */
+void arbor_tree_set_state(arbor_node *n, arbor_state s);
+/* Cancels the context of n and every descendant (T7). Nodes pending a start
+   become CANCELED. Returns the number of contexts newly canceled. */
+size_t arbor_tree_cancel(arbor_node *n);
+/* Cancels the other members of n's group (T6). */
+void arbor_tree_cancel_group(arbor_node *n);
+/* Discards n's children (detaching the subtree); n's subtree must have
+   exited. */
+void arbor_tree_discard_children(arbor_node *n);
+
+/* References: a node is freed once detached and unreferenced. */
+void arbor_node_ref(arbor_node *n);
+void arbor_node_unref(arbor_node *n);
+
+static inline int arbor_node_running(const arbor_node *n) {
+  return (n->flags & ARBOR_F_RUNNING) != 0;
+}
+static inline int arbor_node_canceled(const arbor_node *n) {
+  return (n->flags & ARBOR_F_CANCEL) != 0;
+}
+
+const char *arbor_state_name(arbor_state s);
+
+#endif
