@@ -129,8 +129,14 @@ static int l_run(lua_State *L) {
   return 1;
 }
 
+static const char unsettled[] =
+    "the tree does not settle: more than %d resumes without time moving "
+    "(a node restarting with no delay forever?)";
+
 static int l_settle(lua_State *L) {
-  arbor_engine_settle(check_engine(L, 1));
+  arbor_engine *e = check_engine(L, 1);
+  if (arbor_engine_settle(e) < 0)
+    return luaL_error(L, unsettled, (int)e->settle_limit);
   return 0;
 }
 
@@ -140,7 +146,8 @@ static int l_advance(lua_State *L) {
   if (!(dt >= 0) || !isfinite(dt))
     return luaL_error(L, "advance(seconds): want a finite number >= 0");
   if (!e->virtual_clock) return luaL_error(L, "advance: this engine is real");
-  arbor_engine_advance(e, dt);
+  if (arbor_engine_advance(e, dt) < 0)
+    return luaL_error(L, unsettled, (int)e->settle_limit);
   return 0;
 }
 

@@ -111,6 +111,7 @@ static void enqueue(arbor_engine *e, pnode *pn) {
   else
     e->ready_head = pn;
   e->ready_tail = pn;
+  e->ready_len++;
   need_drain(e);
 }
 
@@ -124,6 +125,7 @@ static void dequeue(arbor_engine *e, pnode *pn) {
   if (*p) {
     *p = pn->ready_next;
     if (e->ready_tail == pn) e->ready_tail = prev;
+    e->ready_len--;
   }
   pn->ready_next = NULL;
   pn->pflags &= (uint8_t)~PN_QUEUED;
@@ -368,7 +370,9 @@ static void hook_state(arbor_node *n, arbor_state from, void *ud) {
   emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, e->reason);
 }
 
-static void hook_release(arbor_node *n, void *ud) {
+/* A discarded node: its incarnation, Lua references and records go now;
+   the memory stays while events or ctx objects reference it. */
+static void hook_detached(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
   pnode *pn = (pnode *)n;
   lua_State *L = e->L;
@@ -379,14 +383,26 @@ static void hook_release(arbor_node *n, void *ud) {
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fn_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
-  arbor_str_unref(pn->error);
-  arbor_str_unref(pn->trace);
+  pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
+  arbor_str_set(&pn->error, NULL);
+  arbor_str_set(&pn->trace, NULL);
   free(pn->failures);
+  pn->failures = NULL;
+  pn->nfail = 0;
   if (pn->logs) {
     for (unsigned i = 0; i < pn->logs->len; i++)
       arbor_str_unref(pn->logs->line[(pn->logs->start + i) % ARBOR_LOG_LINES]);
     free(pn->logs);
+    pn->logs = NULL;
   }
+}
+
+/* The engine outlives its nodes: once closed, it is freed with the last
+   node that something (a ctx kept by Lua code) still referenced. */
+static void hook_release(arbor_node *n, void *ud) {
+  arbor_engine *e = ud;
+  (void)n;
+  if (e->zombie && e->tree.allocated == 0) free(e);
 }
 
 /* ---- nodes ---------------------------------------------------------- */
@@ -573,16 +589,19 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   node_exit(e, pn, ARBOR_DEAD, msg, traceback(e, co));
 }
 
-/* The single drain point: resumes ready incarnations until none is left. */
+/* The single drain point: resumes the incarnations that were ready when it
+   began (one batch), so timers and I/O get their turn between batches even
+   in a restart storm. */
 static void drain(arbor_engine *e) {
   if (e->draining) return;
   e->draining = 1;
   arbor_engine *prev = current_engine;
   current_engine = e;
-  while (e->ready_head) {
+  for (size_t batch = e->ready_len; batch > 0 && e->ready_head; batch--) {
     pnode *pn = e->ready_head;
     e->ready_head = pn->ready_next;
     if (!e->ready_head) e->ready_tail = NULL;
+    e->ready_len--;
     pn->ready_next = NULL;
     pn->pflags &= (uint8_t)~PN_QUEUED;
     resume_node(e, pn);
@@ -925,11 +944,12 @@ static void on_signal(uv_signal_t *h, int signum) {
 /* One turn: fire due timers, drain, re-arm; stops the loop when finished. */
 static void pump(arbor_engine *e) {
   e->wakeups++;
-  do {
-    fire_due(e);
-    drain(e);
-  } while (e->ready_head);
-  uv_idle_stop(&e->idle);
+  fire_due(e);
+  drain(e);
+  if (e->ready_head)
+    uv_idle_start(&e->idle, on_idle); /* more to do: do not block in poll */
+  else
+    uv_idle_stop(&e->idle);
   if (arbor_engine_finished(e) || e->interrupted) {
     uv_timer_stop(&e->timer);
     uv_stop(e->loop);
@@ -954,26 +974,29 @@ void arbor_engine_run(arbor_engine *e) {
   uv_timer_stop(&e->timer);
 }
 
-void arbor_engine_settle(arbor_engine *e) {
-  if (e->draining) return;
+int arbor_engine_settle(arbor_engine *e) {
+  if (e->draining) return 0;
+  uint64_t limit = e->resumes + e->settle_limit;
   do {
     fire_due(e);
     drain(e);
+    if (e->resumes > limit) return -1;
   } while (e->ready_head ||
            (arbor_sched_peek(&e->sched) &&
             arbor_sched_peek(&e->sched)->due <= arbor_engine_now(e)));
+  return 0;
 }
 
-void arbor_engine_advance(arbor_engine *e, double dt) {
+int arbor_engine_advance(arbor_engine *e, double dt) {
   double target = e->vnow + dt;
-  arbor_engine_settle(e);
+  if (arbor_engine_settle(e) < 0) return -1;
   arbor_timer *t;
   while ((t = arbor_sched_peek(&e->sched)) && t->due <= target) {
     if (t->due > e->vnow) e->vnow = t->due;
-    arbor_engine_settle(e);
+    if (arbor_engine_settle(e) < 0) return -1;
   }
   if (target > e->vnow) e->vnow = target;
-  arbor_engine_settle(e);
+  return arbor_engine_settle(e);
 }
 
 /* ---- lifetime ------------------------------------------------------- */
@@ -982,7 +1005,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
                                size_t ring_cap) {
   arbor_engine *e = calloc(1, sizeof *e);
   if (!e) return NULL;
-  arbor_hooks hooks = {NULL, hook_state, hook_release, e};
+  arbor_hooks hooks = {NULL, hook_state, hook_release, e, hook_detached};
   if (arbor_tree_init(&e->tree, sizeof(pnode), &hooks) < 0 ||
       arbor_ring_init(&e->ring, ring_cap) < 0) {
     arbor_tree_close(&e->tree);
@@ -997,6 +1020,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   e->instruction_budget = 10000000;
+  e->settle_limit = 10000000;
   e->t0 = uv_hrtime();
   if (!virtual_clock) {
     e->loop = malloc(sizeof *e->loop);
@@ -1039,5 +1063,8 @@ void arbor_engine_free(arbor_engine *e) {
   luaL_unref(L, LUA_REGISTRYINDEX, e->subscribers_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);
-  free(e);
+  if (e->tree.allocated == 0)
+    free(e);
+  else
+    e->zombie = 1; /* freed by hook_release with the last node */
 }

@@ -94,11 +94,14 @@ struct arbor_engine {
   int handles_open;
   int signals;
   pnode *ready_head, *ready_tail;
+  size_t ready_len;
+  uint64_t settle_limit;  /* resumes one settle may take (virtual clock) */
   pnode *current;        /* node being resumed */
   int draining;
   int stop_requested;
   int interrupted;       /* second SIGINT */
   int closing;           /* tearing down: no more restarts */
+  int zombie;            /* freed; memory kept for referenced nodes */
   int gave_up;
   arbor_str *gave_up_reason;
   arbor_str *reason;     /* reason for the next state event */
@@ -125,10 +128,13 @@ void arbor_engine_start_root(arbor_engine *e, int fn_ref, int policy_ref,
                              double shutdown);
 /* Real clock: runs the loop until the tree is finished. */
 void arbor_engine_run(arbor_engine *e);
-/* Virtual clock: runs until nothing can progress without time moving. */
-void arbor_engine_settle(arbor_engine *e);
-/* Virtual clock: moves time forward by dt seconds, firing timers in order. */
-void arbor_engine_advance(arbor_engine *e, double dt);
+/* Virtual clock: runs until nothing can progress without time moving.
+   Returns -1 when that takes more than settle_limit resumes (a restart loop
+   with no delay never settles). */
+int arbor_engine_settle(arbor_engine *e);
+/* Virtual clock: moves time forward by dt seconds, firing timers in order.
+   Returns -1 as settle does. */
+int arbor_engine_advance(arbor_engine *e, double dt);
 /* 1 when nothing runs, nothing is queued and no timer is armed. */
 int arbor_engine_finished(arbor_engine *e);
 

@@ -70,6 +70,7 @@ static arbor_node *node_alloc(arbor_tree *t, arbor_node *parent,
                               const char *name, size_t len) {
   arbor_node *n = calloc(1, t->node_size);
   if (!n) return NULL;
+  t->allocated++;
   n->tree = t;
   n->parent = parent;
   n->gnext = n;
@@ -270,6 +271,8 @@ void arbor_node_unref(arbor_node *n) {
   while (n && --n->refs == 0) {
     arbor_node *parent = n->parent;
     arbor_tree *t = n->tree;
+    t->allocated--;
+    /* the hook may free the tree's owner once nothing is allocated */
     if (t->hooks.release) t->hooks.release(n, t->hooks.ud);
     free(n);
     n = parent; /* a child held a reference on its parent */
@@ -300,6 +303,7 @@ static void detach_one(arbor_node *n) {
   n->gnext = n;
   n->flags |= ARBOR_F_DETACHED;
   t->nnodes--;
+  if (t->hooks.detached) t->hooks.detached(n, t->hooks.ud);
   arbor_node_unref(n);
 }
 
@@ -330,6 +334,7 @@ void arbor_tree_close(arbor_tree *t) {
     t->root = NULL;
     r->flags |= ARBOR_F_DETACHED;
     t->nnodes--;
+    if (t->hooks.detached) t->hooks.detached(r, t->hooks.ud);
     arbor_node_unref(r);
   }
   free(t->buckets);

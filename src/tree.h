@@ -59,9 +59,13 @@ typedef struct arbor_hooks {
   void (*canceled)(arbor_node *n, void *ud);
   /* n's state changed from `from` (a pending node canceled, for instance). */
   void (*state)(arbor_node *n, arbor_state from, void *ud);
-  /* n is about to be freed (detached and no references left). */
+  /* n is about to be freed (detached and no references left); the tree's
+     `allocated` count already excludes it. */
   void (*release)(arbor_node *n, void *ud);
   void *ud;
+  /* n was just detached from the tree (discarded); it may live on while
+     referenced, but is no longer part of the tree. */
+  void (*detached)(arbor_node *n, void *ud);
 } arbor_hooks;
 
 struct arbor_tree {
@@ -69,6 +73,7 @@ struct arbor_tree {
   arbor_node **buckets;
   size_t nbuckets;
   size_t nnodes;       /* attached nodes */
+  size_t allocated;    /* nodes in memory, attached or only referenced */
   size_t node_size;    /* bytes per node: >= sizeof(arbor_node) */
   arbor_hooks hooks;
 };

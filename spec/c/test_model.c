@@ -18,7 +18,9 @@
 #include "gc.h"
 #include "test.h"
 
-#define MAXN 64     /* no more children are added beyond this many nodes */
+#ifndef MAXN
+#define MAXN 64 /* no more children are added beyond this many nodes */
+#endif
 #define MAXALL 4096 /* attached nodes at most (MAXN + a few groups) */
 
 typedef struct mnode {
