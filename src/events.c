@@ -46,6 +46,7 @@ uint64_t arbor_ring_push(arbor_ring *r, double time, arbor_node *node,
   e->from = (uint8_t)from;
   e->to = (uint8_t)to;
   e->reason = arbor_str_ref(reason);
+  e->delay = -1;
   return e->seq;
 }
 

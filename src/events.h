@@ -27,6 +27,7 @@ typedef struct arbor_event {
   uint8_t kind;         /* arbor_event_kind */
   uint8_t from, to;     /* states for ARBOR_EV_STATE */
   arbor_str *reason;    /* referenced; may be NULL */
+  double delay;         /* policy events: the restart delay, or -1 */
 } arbor_event;
 
 typedef struct arbor_ring {

@@ -31,7 +31,9 @@ static lctx *to_ctx(lua_State *L, int idx) {
   return luaL_checkudata(L, idx, ARBOR_CTX_MT);
 }
 
+/* A ctx finalized (by lua_close) has no node: it is stale like any other. */
 static int ctx_is_live(const lctx *c) {
+  if (!c->pn) return 0;
   const arbor_node *n = &c->pn->n;
   return !(n->flags & ARBOR_F_DETACHED) && n->incarnation == c->incarnation &&
          arbor_node_running(n);
@@ -41,9 +43,10 @@ static int ctx_is_live(const lctx *c) {
 pnode *arbor_check_ctx(lua_State *L, int idx) {
   lctx *c = to_ctx(L, idx);
   if (!ctx_is_live(c)) {
-    char buf[ARBOR_DN_BUF];
-    return luaL_error(L, "stale context: %s incarnation %d has ended",
-                      arbor_dn(c->pn, buf, sizeof buf), (int)c->incarnation),
+    char buf[ARBOR_DN_BUF] = "(finalized)";
+    if (c->pn) arbor_dn(c->pn, buf, sizeof buf);
+    return luaL_error(L, "stale context: %s incarnation %d has ended", buf,
+                      (int)c->incarnation),
            NULL;
   }
   return c->pn;
@@ -58,8 +61,9 @@ static int ctx_gc(lua_State *L) {
 
 static int ctx_tostring(lua_State *L) {
   lctx *c = to_ctx(L, 1);
-  char buf[ARBOR_DN_BUF];
-  lua_pushfstring(L, "ctx(%s#%d%s)", arbor_dn(c->pn, buf, sizeof buf),
+  char buf[ARBOR_DN_BUF] = "(finalized)";
+  if (c->pn) arbor_dn(c->pn, buf, sizeof buf);
+  lua_pushfstring(L, "ctx(%s#%d%s)", buf,
                   (int)c->incarnation, ctx_is_live(c) ? "" : ", stale");
   return 1;
 }
@@ -150,7 +154,7 @@ static int ctx_unpark(lua_State *L) {
 
 static int ctx_canceled(lua_State *L) {
   lctx *c = to_ctx(L, 1);
-  lua_pushboolean(L, !ctx_is_live(c) || (c->pn->pflags & PN_NOTIFIED));
+  lua_pushboolean(L, !ctx_is_live(c) || (c->pn->pflags & PN_NOTIFIED) != 0);
   return 1;
 }
 
@@ -384,26 +388,24 @@ static int ctx_group(lua_State *L) {
   return 0;
 }
 
+/* __index: methods first (upvalue 1), then the fields dn, name and
+   incarnation. */
 static int ctx_index(lua_State *L) {
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
   lctx *c = to_ctx(L, 1);
   const char *k = lua_tostring(L, 2);
-  if (k && strcmp(k, "dn") == 0) {
+  if (!k || !c->pn) return 1;
+  if (strcmp(k, "dn") == 0) {
     char buf[ARBOR_DN_BUF];
     lua_pushstring(L, arbor_dn(c->pn, buf, sizeof buf));
-    return 1;
-  }
-  if (k && strcmp(k, "name") == 0) {
+  } else if (strcmp(k, "name") == 0) {
     lua_pushstring(L, c->pn->n.name);
-    return 1;
-  }
-  if (k && strcmp(k, "incarnation") == 0) {
+  } else if (strcmp(k, "incarnation") == 0) {
     lua_pushinteger(L, (lua_Integer)c->incarnation);
+  } else {
     return 1;
   }
-  lua_getmetatable(L, 1);
-  lua_getfield(L, -1, "methods");
-  lua_pushvalue(L, 2);
-  lua_rawget(L, -2);
   return 1;
 }
 
@@ -438,8 +440,9 @@ static const luaL_Reg ctx_methods[] = {
 void arbor_open_ctx(lua_State *L) {
   luaL_newmetatable(L, ARBOR_CTX_MT);
   luaL_newlib(L, ctx_methods);
-  lua_setfield(L, -2, "methods");
-  lua_pushcfunction(L, ctx_index);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "methods");
+  lua_pushcclosure(L, ctx_index, 1);
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, ctx_gc);
   lua_setfield(L, -2, "__gc");

@@ -358,7 +358,13 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
     lua_pushstring(L, arbor_state_name((arbor_state)ev->to));
     lua_setfield(L, -2, "to");
   }
-  setstr(L, "reason", ev->reason);
+  if (ev->reason) {
+    setstr(L, "reason", ev->reason);
+  } else if (ev->delay >= 0) {
+    lua_pushfstring(L, "restart in %fs", ev->delay);
+    lua_setfield(L, -2, "reason");
+    setnum(L, "delay", ev->delay);
+  }
 }
 
 /* e:events([n [, after_seq]]) -> the last n events (all held by default),

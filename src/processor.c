@@ -11,6 +11,7 @@
 #include <lauxlib.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,16 @@ double arbor_engine_now(arbor_engine *e) {
   return (double)(uv_hrtime() - e->t0) / 1e9;
 }
 
+/* The time of the current step: read once per resume or timer pass, so one
+   restart does not read the clock a dozen times. */
+static double step_time(arbor_engine *e) {
+  return e->virtual_clock ? e->vnow : e->step_now;
+}
+
+static void step_begin(arbor_engine *e) {
+  if (!e->virtual_clock) e->step_now = arbor_engine_now(e);
+}
+
 /* xorshift64*: the engine's seedable generator (P5). */
 uint64_t arbor_engine_random(arbor_engine *e) {
   uint64_t x = e->rng;
@@ -70,9 +81,9 @@ uint64_t arbor_engine_random(arbor_engine *e) {
 
 /* ---- events --------------------------------------------------------- */
 
-static void emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
-                 arbor_state from, arbor_state to, arbor_str *reason) {
-  arbor_ring_push(&e->ring, arbor_engine_now(e), &pn->n, kind, from, to,
+static uint64_t emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                     arbor_state from, arbor_state to, arbor_str *reason) {
+  return arbor_ring_push(&e->ring, step_time(e), &pn->n, kind, from, to,
                   reason);
 }
 
@@ -82,7 +93,6 @@ void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
        reason);
 }
 
-/* Common reasons, made once per engine would be nicer; these are tiny. */
 static arbor_str *reason_lit(const char *s) {
   return arbor_str_new(s, strlen(s));
 }
@@ -157,16 +167,22 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   pn->resume = RESUME_VALUES;
   pn->shield = 0;
   pn->done = 0;
-  pn->started = arbor_engine_now(e);
-  lua_State *co = lua_newthread(L);
+  pn->started = step_time(e);
+  lua_State *co;
+  if (e->npool > 0) {
+    e->npool--;
+    co = e->pool[e->npool].co;
+    pn->co_ref = e->pool[e->npool].ref;
+  } else {
+    co = lua_newthread(L);
+    pn->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
   pn->co = co;
-  pn->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
   arbor_push_ctx(co, pn);
   pn->nargs = 1;
-  arbor_str *r = reason_lit(pn->n.incarnation > 1 ? "restart" : "start");
-  emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW, r);
-  arbor_str_unref(r);
+  emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
+       pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   enqueue(e, pn);
 }
 
@@ -188,11 +204,19 @@ static void spread_death(arbor_engine *e, pnode *pn) {
   }
 }
 
-/* Releases the incarnation's coroutine; pending <close> variables run. */
+/* Releases the incarnation's coroutine; pending <close> variables run. A
+   thread that reset cleanly is kept for a later incarnation: reset, it is
+   as fresh as a new one, and reusing it spares the allocator and the GC. */
 static void close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
-  lua_resetthread(pn->co);
-  luaL_unref(e->L, LUA_REGISTRYINDEX, pn->co_ref);
+  int st = lua_resetthread(pn->co);
+  if (st == LUA_OK && e->npool < ARBOR_THREAD_POOL && !e->closing) {
+    e->pool[e->npool].co = pn->co;
+    e->pool[e->npool].ref = pn->co_ref;
+    e->npool++;
+  } else {
+    luaL_unref(e->L, LUA_REGISTRYINDEX, pn->co_ref);
+  }
   pn->co = NULL;
   pn->co_ref = LUA_NOREF;
 }
@@ -204,7 +228,7 @@ static void record_failure(arbor_engine *e, pnode *pn) {
     if (!pn->failures) return;
   }
   unsigned idx = (pn->fail_start + pn->nfail) % ARBOR_FAILURES;
-  pn->failures[idx] = arbor_engine_now(e);
+  pn->failures[idx] = step_time(e);
   if (pn->nfail < ARBOR_FAILURES)
     pn->nfail++;
   else
@@ -220,7 +244,7 @@ static void node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   arbor_sched_disarm(&e->sched, &pn->wake);
   arbor_sched_disarm(&e->sched, &pn->deadline);
   pn->wait = WAIT_NONE;
-  pn->exited = arbor_engine_now(e);
+  pn->exited = step_time(e);
   int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
   if (s == ARBOR_DEAD && !declared) {
     record_failure(e, pn);
@@ -259,7 +283,7 @@ static void after_exit(arbor_engine *e, pnode *pn) {
 static void notify(arbor_engine *e, pnode *pn) {
   if (!arbor_node_running(&pn->n) || (pn->pflags & PN_NOTIFIED)) return;
   pn->pflags |= PN_NOTIFIED;
-  arm(e, &pn->deadline, TIMER_DEADLINE, arbor_engine_now(e) + pn->shutdown);
+  arm(e, &pn->deadline, TIMER_DEADLINE, step_time(e) + pn->shutdown);
   if (!(pn->pflags & PN_RESUMED)) {
     /* never ran: it ends CANCELED without running (T8) */
     pn->resume = RESUME_CANCEL;
@@ -451,7 +475,7 @@ void arbor_engine_park(arbor_engine *e, pnode *pn, int wait, double seconds) {
   pn->wait = (uint8_t)wait;
   pn->wait_seq++;
   if (wait == WAIT_SLEEP)
-    arm(e, &pn->wake, TIMER_WAKE, arbor_engine_now(e) + seconds);
+    arm(e, &pn->wake, TIMER_WAKE, step_time(e) + seconds);
 }
 
 int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
@@ -480,7 +504,7 @@ void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
     lg->len++;
   }
   lg->line[idx] = arbor_str_ref(line);
-  lg->time[idx] = arbor_engine_now(e);
+  lg->time[idx] = step_time(e);
   if (e->log_ref != LUA_NOREF) {
     lua_State *L = e->L;
     char buf[1024];
@@ -488,7 +512,7 @@ void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->log_ref);
     lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
     lua_pushlstring(L, line->s, line->len);
-    lua_pushnumber(L, arbor_engine_now(e));
+    lua_pushnumber(L, step_time(e));
     if (lua_pcall(L, 3, 0, 0) != LUA_OK) lua_pop(L, 1);
   }
 }
@@ -530,14 +554,72 @@ static arbor_str *error_message(arbor_engine *e, lua_State *co) {
   return arbor_str_fmt("(error object is a %s value)", luaL_typename(co, -1));
 }
 
-static arbor_str *traceback(arbor_engine *e, lua_State *co) {
-  lua_State *L = e->L;
-  luaL_traceback(L, co, NULL, 0);
-  size_t len;
-  const char *s = lua_tolstring(L, -1, &len);
-  arbor_str *r = arbor_str_new(s, len);
-  lua_pop(L, 1);
-  return r;
+/* Appends to a fixed buffer, truncating. */
+typedef struct sbuf {
+  char b[2048];
+  size_t n;
+} sbuf;
+
+static void sb_add(sbuf *sb, const char *s, size_t len) {
+  if (len > sizeof sb->b - 1 - sb->n) len = sizeof sb->b - 1 - sb->n;
+  memcpy(sb->b + sb->n, s, len);
+  sb->n += len;
+}
+
+static void sb_str(sbuf *sb, const char *s) { sb_add(sb, s, strlen(s)); }
+
+static void sb_int(sbuf *sb, int v) {
+  char tmp[16];
+  size_t i = sizeof tmp;
+  unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+  do {
+    tmp[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (v < 0) tmp[--i] = '-';
+  sb_add(sb, tmp + i, sizeof tmp - i);
+}
+
+/* The traceback of a dead coroutine, in luaL_traceback's format but without
+   its search of package.loaded for function names (and without printf),
+   which would cost more than the rest of a restart. */
+static arbor_str *traceback(lua_State *co) {
+  sbuf sb;
+  sb.n = 0;
+  lua_Debug ar;
+  sb_str(&sb, "stack traceback:");
+  for (int level = 0; lua_getstack(co, level, &ar); level++) {
+    if (level >= 22) {
+      sb_str(&sb, "\n\t...");
+      break;
+    }
+    lua_getinfo(co, "Sln", &ar);
+    sb_str(&sb, "\n\t");
+    sb_str(&sb, ar.short_src);
+    sb_str(&sb, ":");
+    if (ar.currentline > 0) {
+      sb_int(&sb, ar.currentline);
+      sb_str(&sb, ":");
+    }
+    sb_str(&sb, " in ");
+    if (ar.name) {
+      sb_str(&sb, *ar.namewhat ? ar.namewhat : "function");
+      sb_str(&sb, " '");
+      sb_str(&sb, ar.name);
+      sb_str(&sb, "'");
+    } else if (*ar.what == 'm') {
+      sb_str(&sb, "main chunk");
+    } else if (*ar.what != 'C') {
+      sb_str(&sb, "function <");
+      sb_str(&sb, ar.short_src);
+      sb_str(&sb, ":");
+      sb_int(&sb, ar.linedefined);
+      sb_str(&sb, ">");
+    } else {
+      sb_str(&sb, "?");
+    }
+  }
+  return arbor_str_new(sb.b, sb.n);
 }
 
 static void resume_node(arbor_engine *e, pnode *pn) {
@@ -586,24 +668,29 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     return;
   }
   arbor_str *msg = error_message(e, co);
-  node_exit(e, pn, ARBOR_DEAD, msg, traceback(e, co));
+  node_exit(e, pn, ARBOR_DEAD, msg, traceback(co));
 }
 
 /* The single drain point: resumes the incarnations that were ready when it
-   began (one batch), so timers and I/O get their turn between batches even
-   in a restart storm. */
+   began (one batch, at least DRAIN_MIN resumes when more work keeps coming),
+   so timers and I/O get their turn between batches even in a restart
+   storm. */
+#define DRAIN_MIN 256
+
 static void drain(arbor_engine *e) {
   if (e->draining) return;
   e->draining = 1;
   arbor_engine *prev = current_engine;
   current_engine = e;
-  for (size_t batch = e->ready_len; batch > 0 && e->ready_head; batch--) {
+  size_t batch = e->ready_len > DRAIN_MIN ? e->ready_len : DRAIN_MIN;
+  for (; batch > 0 && e->ready_head; batch--) {
     pnode *pn = e->ready_head;
     e->ready_head = pn->ready_next;
     if (!e->ready_head) e->ready_tail = NULL;
     e->ready_len--;
     pn->ready_next = NULL;
     pn->pflags &= (uint8_t)~PN_QUEUED;
+    step_begin(e);
     resume_node(e, pn);
     if (e->subscribers_ref != LUA_NOREF) deliver_events(e);
   }
@@ -615,7 +702,7 @@ static void drain(arbor_engine *e) {
 /* Forced close at the shutdown deadline (T7). */
 static void force_close(arbor_engine *e, pnode *pn) {
   pn->n.flags |= ARBOR_F_FORCED;
-  node_exit(e, pn, ARBOR_CANCELED, reason_lit("forced"), NULL);
+  node_exit(e, pn, ARBOR_CANCELED, arbor_str_ref(e->r_forced), NULL);
 }
 
 static void fire(arbor_engine *e, arbor_timer *t) {
@@ -640,7 +727,8 @@ static void fire(arbor_engine *e, arbor_timer *t) {
 /* Fires every timer due now; returns how many fired. */
 static int fire_due(arbor_engine *e) {
   int count = 0;
-  double now = arbor_engine_now(e);
+  step_begin(e);
+  double now = step_time(e);
   arbor_timer *t;
   arbor_engine *prev = current_engine;
   current_engine = e;
@@ -696,7 +784,7 @@ void arbor_engine_push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
   lua_setfield(L, -2, "failures");
   lua_pushnumber(L, pn->exited - pn->started);
   lua_setfield(L, -2, "uptime");
-  lua_pushnumber(L, arbor_engine_now(e));
+  lua_pushnumber(L, step_time(e));
   lua_setfield(L, -2, "now");
 }
 
@@ -779,18 +867,20 @@ static void decide(arbor_engine *e, pnode *pn) {
   int d = DECIDE_RESTART;
   if (pn->n.state == ARBOR_DEAD) {
     d = ask_policy(e, pn, &delay);
-    arbor_str *r = d == DECIDE_STOP       ? reason_lit("stop")
-                   : d == DECIDE_ESCALATE ? reason_lit("escalate")
-                                          : arbor_str_fmt("restart in %gs", delay);
-    arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
-    arbor_str_unref(r);
+    arbor_str *r = d == DECIDE_STOP       ? e->r_stop
+                   : d == DECIDE_ESCALATE ? e->r_escalate
+                                          : NULL;
+    uint64_t seq = emit(e, pn, ARBOR_EV_POLICY, (arbor_state)pn->n.state,
+                        (arbor_state)pn->n.state, r);
+    if (d == DECIDE_RESTART)
+      ((arbor_event *)arbor_ring_get(&e->ring, seq))->delay = delay;
   }
   if (d == DECIDE_RESTART) {
     arbor_gc_reset(&pn->n);
     if (delay <= 0)
       arbor_engine_start(e, pn);
     else
-      arm(e, &pn->wake, TIMER_RESTART, arbor_engine_now(e) + delay);
+      arm(e, &pn->wake, TIMER_RESTART, step_time(e) + delay);
     return;
   }
   pn->n.flags |= ARBOR_F_HELD;
@@ -825,7 +915,7 @@ static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
   set_reason(e, arbor_str_ref(why));
   arbor_tree_set_state(&pn->n, ARBOR_DEAD);
   set_reason(e, NULL);
-  if (arbor_node_running(&pn->n)) pn->exited = arbor_engine_now(e);
+  if (arbor_node_running(&pn->n)) pn->exited = step_time(e);
   spread_death(e, pn);
   if (pn->n.live == 0) after_exit(e, pn);
 }
@@ -929,13 +1019,15 @@ static void kill_all(arbor_engine *e) {
 
 static void on_signal(uv_signal_t *h, int signum) {
   arbor_engine *e = h->data;
+  step_begin(e);
   if (e->stop_requested && signum == SIGINT) {
     e->interrupted = 1;
     kill_all(e);
   } else {
-    arbor_engine_log(e, (pnode *)e->tree.root,
-                     arbor_str_fmt("%s: stopping the tree",
-                                   signum == SIGINT ? "SIGINT" : "SIGTERM"));
+    arbor_str *line = arbor_str_fmt("%s: stopping the tree",
+                                    signum == SIGINT ? "SIGINT" : "SIGTERM");
+    arbor_engine_log(e, (pnode *)e->tree.root, line);
+    arbor_str_unref(line);
     arbor_engine_stop(e);
   }
   pump(e);
@@ -983,7 +1075,7 @@ int arbor_engine_settle(arbor_engine *e) {
     if (e->resumes > limit) return -1;
   } while (e->ready_head ||
            (arbor_sched_peek(&e->sched) &&
-            arbor_sched_peek(&e->sched)->due <= arbor_engine_now(e)));
+            arbor_sched_peek(&e->sched)->due <= step_time(e)));
   return 0;
 }
 
@@ -1020,6 +1112,11 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   e->instruction_budget = 10000000;
+  e->r_start = reason_lit("start");
+  e->r_restart = reason_lit("restart");
+  e->r_stop = reason_lit("stop");
+  e->r_escalate = reason_lit("escalate");
+  e->r_forced = reason_lit("forced");
   e->settle_limit = 10000000;
   e->t0 = uv_hrtime();
   if (!virtual_clock) {
@@ -1048,6 +1145,11 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_sched_close(&e->sched);
   arbor_str_unref(e->gave_up_reason);
   arbor_str_unref(e->reason);
+  arbor_str_unref(e->r_start);
+  arbor_str_unref(e->r_restart);
+  arbor_str_unref(e->r_stop);
+  arbor_str_unref(e->r_escalate);
+  arbor_str_unref(e->r_forced);
   if (e->loop) {
     uv_close((uv_handle_t *)&e->timer, on_close);
     uv_close((uv_handle_t *)&e->check, on_close);
@@ -1059,6 +1161,9 @@ void arbor_engine_free(arbor_engine *e) {
     (void)rc;
     free(e->loop);
   }
+  for (size_t i = 0; i < e->npool; i++)
+    luaL_unref(L, LUA_REGISTRYINDEX, e->pool[i].ref);
+  e->npool = 0;
   luaL_unref(L, LUA_REGISTRYINDEX, e->default_policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->subscribers_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);

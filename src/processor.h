@@ -36,6 +36,7 @@ enum {
 };
 
 #define ARBOR_LOG_LINES 64
+#define ARBOR_THREAD_POOL 256
 #define ARBOR_FAILURES 16
 
 typedef struct arbor_logs {
@@ -85,6 +86,7 @@ struct arbor_engine {
   int log_ref;           /* log sink or LUA_NOREF */
   int virtual_clock;
   double vnow;
+  double step_now;       /* real clock: time of the current step */
   uint64_t t0;           /* hrtime at creation (real clock) */
   uv_loop_t *loop;       /* NULL under the virtual clock */
   uv_timer_t timer;
@@ -95,6 +97,11 @@ struct arbor_engine {
   int signals;
   pnode *ready_head, *ready_tail;
   size_t ready_len;
+  struct {
+    lua_State *co;
+    int ref;
+  } pool[ARBOR_THREAD_POOL]; /* reset threads kept for reuse */
+  size_t npool;
   uint64_t settle_limit;  /* resumes one settle may take (virtual clock) */
   pnode *current;        /* node being resumed */
   int draining;
@@ -105,6 +112,7 @@ struct arbor_engine {
   int gave_up;
   arbor_str *gave_up_reason;
   arbor_str *reason;     /* reason for the next state event */
+  arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced;
   uint64_t delivered;    /* last event seq delivered to subscribers */
   uint64_t rng;
   /* counters */

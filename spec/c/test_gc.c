@@ -11,7 +11,7 @@ static void on_release(arbor_node *n, void *ud) {
 }
 
 static void setup(arbor_tree *t) {
-  arbor_hooks h = {NULL, NULL, on_release, NULL};
+  arbor_hooks h = {.release = on_release};
   g_released = 0;
   ASSERT_EQ(arbor_tree_init(t, 0, &h), 0);
   arbor_tree_start(t->root);

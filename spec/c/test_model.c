@@ -205,6 +205,9 @@ static void check_invariants(void) {
     ASSERT(!(n->flags & ARBOR_F_DETACHED));
     ASSERT(!((n->flags & ARBOR_F_RUNNING) && (n->flags & ARBOR_F_PENDING)));
   }
+  /* nothing else holds references: every node in memory is in the tree */
+  ASSERT_UINT_EQ(tree.nnodes, nall);
+  ASSERT_UINT_EQ(tree.allocated, nall);
   st.live_checks++;
 }
 
@@ -466,7 +469,7 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
 }
 
 static void run_tree(uint32_t nops) {
-  arbor_hooks h = {NULL, NULL, on_release, NULL};
+  arbor_hooks h = {.release = on_release};
   ASSERT_EQ(arbor_tree_init(&tree, sizeof(mnode), &h), 0);
   released_in_tree = 0;
   name_counter = 0;
@@ -506,6 +509,7 @@ static void run_tree(uint32_t nops) {
   created += st.nodes_created - before;
   arbor_tree_close(&tree);
   ASSERT_UINT_EQ(released_in_tree, created); /* every node freed */
+  ASSERT_UINT_EQ(tree.allocated, 0);
   st.nodes_released += released_in_tree;
 }
 

@@ -43,11 +43,24 @@ static void on_release(arbor_node *n, void *ud) {
 }
 
 static int g_tree_released; /* the ud of the hooks */
+static int g_detached;      /* detached hook calls */
+
+static void on_detached(arbor_node *n, void *ud) {
+  ASSERT_PTR_EQ(ud, &g_tree_released);
+  ASSERT(n->flags & ARBOR_F_DETACHED);
+  ASSERT_PTR_EQ(n->gnext, n); /* out of its ring already */
+  g_detached++;
+}
 
 static void setup(arbor_tree *t) {
-  arbor_hooks h = {on_canceled, on_state, on_release, &g_tree_released};
+  arbor_hooks h = {.canceled = on_canceled,
+                   .state = on_state,
+                   .release = on_release,
+                   .detached = on_detached,
+                   .ud = &g_tree_released};
   g_released = 0;
   g_tree_released = 0;
+  g_detached = 0;
   g_release_log[0] = '\0';
   ASSERT_EQ(arbor_tree_init(t, sizeof(tnode), &h), 0);
   ASSERT_NOT_NULL(t->root);
@@ -744,6 +757,33 @@ TEST(refcount_outlives_close) {
   arbor_node_unref(root);
   ASSERT_EQ(g_tree_released, 4);
   ASSERT_STR_EQ(g_release_log, "y x a root");
+}
+
+TEST(allocated_and_detached_counts) {
+  arbor_tree t;
+  setup(&t);
+  ASSERT_UINT_EQ(t.allocated, 1);
+  arbor_node *a = add(t.root, "a");
+  arbor_node *b = add(a, "b");
+  add(a, "c");
+  ASSERT_UINT_EQ(t.allocated, 4);
+  ASSERT_UINT_EQ(t.nnodes, 4);
+  int err = 0;
+  ASSERT_NULL(arbor_tree_add(a, "b", 1, &err)); /* failures allocate nothing */
+  ASSERT_NULL(arbor_tree_add(a, "b.", 2, &err));
+  ASSERT_UINT_EQ(t.allocated, 4);
+  arbor_node_ref(b);
+  arbor_tree_discard_children(t.root);
+  ASSERT_EQ(g_detached, 3); /* a, b, c: once each */
+  ASSERT_UINT_EQ(t.nnodes, 1);
+  ASSERT_UINT_EQ(t.allocated, 3); /* root, and b held, which holds a */
+  arbor_node_unref(b);
+  ASSERT_UINT_EQ(t.allocated, 1);
+  ASSERT_EQ(g_detached, 3); /* freeing is not detaching again */
+  arbor_tree_close(&t);
+  ASSERT_EQ(g_detached, 4); /* the root */
+  ASSERT_UINT_EQ(t.allocated, 0);
+  ASSERT_EQ(g_tree_released, 4);
 }
 
 TEST(declared_keeps_dead) {

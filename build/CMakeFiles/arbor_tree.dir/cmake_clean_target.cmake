@@ -1,3 +1,0 @@
-file(REMOVE_RECURSE
-  "libarbor_tree.a"
-)

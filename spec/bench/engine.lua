@@ -1,0 +1,149 @@
+-- Engine benchmarks (issue 2): prints each figure next to its target.
+-- Run by scripts/bench: build/arbor run --quiet spec/bench/engine.lua [--small]
+local arbor = require "arbor"
+local core = require "arbor.core"
+local policy = arbor.policy
+
+local small = arg[1] == "--small"
+local function size(full, reduced) return small and reduced or full end
+
+local function median(xs)
+  table.sort(xs)
+  return xs[(#xs + 1) // 2]
+end
+
+local function report(name, value, unit, target, ok)
+  print(string.format("%-52s %12.3f %-8s target %-14s %s", name, value, unit,
+    target, ok and "ok" or "MISSED"))
+end
+
+local function idle(c)
+  c:signal("healthy")
+  c:wait()
+end
+
+-- Restart latency: a leaf fails; the time from its error until its next
+-- incarnation runs (its error and traceback recorded meanwhile). `extra`
+-- idle siblings make the tree bigger.
+local function restart_latency(samples, extra)
+  local out = {}
+  local t_fail
+  arbor.run(function(ctx)
+    for i = 1, extra do ctx:run("n" .. i, idle) end
+    ctx:run("leaf", function(c)
+      if t_fail then out[#out + 1] = core.hrtime() - t_fail end
+      if #out >= samples then
+        arbor.stop()
+        c:signal("healthy")
+        c:wait()
+      end
+      t_fail = core.hrtime()
+      error("boom")
+    end, {policy = policy.immediate})
+    ctx:signal("healthy")
+    ctx:wait()
+  end, {signals = false})
+  return median(out) / 1000 -- microseconds
+end
+
+-- Restart storm: n nodes that fail as soon as they start, for `seconds`.
+local function storm(n, seconds, p)
+  local restarts, elapsed
+  arbor.run(function(ctx)
+    for i = 1, n do
+      ctx:run("f" .. i, function() error("boom") end, {policy = p})
+    end
+    ctx:run("timer", function(c)
+      c:signal("healthy")
+      local e = core.current()
+      local r0, t0 = e:stats().restarts, core.hrtime()
+      c:sleep(seconds)
+      restarts = e:stats().restarts - r0
+      elapsed = (core.hrtime() - t0) / 1e9
+      arbor.stop()
+      c:wait()
+    end)
+    ctx:signal("healthy")
+    ctx:wait()
+  end, {signals = false})
+  return restarts / elapsed
+end
+
+-- Scale: n healthy idle nodes under one parent; seconds to build them all
+-- (coroutines started and HEALTHY) and resident bytes per node.
+local function scale(n)
+  collectgarbage()
+  collectgarbage()
+  local rss0 = core.rss()
+  local t0, built, per_node
+  local healthy = 0
+  arbor.run(function(ctx)
+    t0 = core.hrtime()
+    local function node(c)
+      c:signal("healthy")
+      healthy = healthy + 1
+      if healthy == n then
+        built = (core.hrtime() - t0) / 1e9
+        per_node = (core.rss() - rss0) / n
+        arbor.stop()
+      end
+      c:wait()
+    end
+    for i = 1, n do ctx:run("n" .. i, node) end
+    ctx:signal("healthy")
+    ctx:wait()
+  end, {signals = false})
+  return built, per_node
+end
+
+-- Idle: n idle healthy nodes; loop wakeups over `seconds` (the measuring
+-- sleep itself accounts for one).
+local function idle_wakeups(n, seconds)
+  local wakeups
+  arbor.run(function(ctx)
+    for i = 1, n do ctx:run("n" .. i, idle) end
+    ctx:run("timer", function(c)
+      c:signal("healthy")
+      c:sleep(0) -- let the others settle
+      local e = core.current()
+      local w0 = e:stats().wakeups
+      c:sleep(seconds)
+      wakeups = e:stats().wakeups - w0 - 1
+      arbor.stop()
+      c:wait()
+    end)
+    ctx:signal("healthy")
+    ctx:wait()
+  end, {signals = false})
+  return wakeups
+end
+
+print(string.format("arbor %s engine benchmarks%s", arbor.version,
+  small and " (small sizes: figures are not meaningful)" or ""))
+
+local lat = restart_latency(size(20000, 500), 0)
+report("restart latency, median", lat, "us", "<= 2 us", lat <= 2)
+
+local rate = storm(1000, size(3, 0.2), policy.immediate)
+report("restart storm, 1000 failing nodes", rate, "/s", ">= 500000/s",
+  rate >= 500000)
+
+local n = size(1000000, 10000)
+local built, per_node = scale(n)
+report(string.format("scale: %d idle nodes built", n), built, "s", "<= 2 s",
+  built <= 2)
+report(string.format("scale: memory per node (%d nodes)", n), per_node / 1024,
+  "KiB", "<= 1.5 KiB", per_node <= 1536)
+
+local lat_small = restart_latency(size(20000, 500), 99)
+local lat_big = restart_latency(size(20000, 500), n - 1)
+report("restart latency, tree of 100 nodes", lat_small, "us", "", true)
+report(string.format("restart latency, tree of %d nodes", n), lat_big, "us",
+  "<= 1.2x", lat_big <= 1.2 * lat_small)
+report("  ratio big/small", lat_big / lat_small, "x", "<= 1.2",
+  lat_big <= 1.2 * lat_small)
+
+local secs = size(10, 0.5)
+local w = idle_wakeups(1000, secs)
+report(string.format("idle: wakeups of 1000 idle nodes over %gs", secs), w,
+  "", "0", w == 0)
