@@ -5,6 +5,7 @@
  */
 #include <lauxlib.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gc.h"
@@ -361,7 +362,9 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
   if (ev->reason) {
     setstr(L, "reason", ev->reason);
   } else if (ev->delay >= 0) {
-    lua_pushfstring(L, "restart in %fs", ev->delay);
+    char r[64];
+    snprintf(r, sizeof r, "restart in %.6gs", ev->delay);
+    lua_pushstring(L, r);
     lua_setfield(L, -2, "reason");
     setnum(L, "delay", ev->delay);
   }

@@ -209,8 +209,9 @@ static void spread_death(arbor_engine *e, pnode *pn) {
    as fresh as a new one, and reusing it spares the allocator and the GC. */
 static void close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
-  int st = lua_resetthread(pn->co);
-  if (st == LUA_OK && e->npool < ARBOR_THREAD_POOL && !e->closing) {
+  lua_resetthread(pn->co); /* returns the error the thread died with */
+  lua_settop(pn->co, 0);    /* which it leaves on the stack */
+  if (e->npool < ARBOR_THREAD_POOL && !e->closing) {
     e->pool[e->npool].co = pn->co;
     e->pool[e->npool].ref = pn->co_ref;
     e->npool++;
@@ -525,11 +526,19 @@ static int tostring_k(lua_State *L) {
   return 1;
 }
 
-static arbor_str *error_message(arbor_engine *e, lua_State *co) {
+/* s as a string, sharing `same` when it holds the same bytes: a crash loop
+   repeats its error, and this spares an allocation per restart. */
+static arbor_str *str_reuse(arbor_str *same, const char *s, size_t len) {
+  if (same && same->len == len && memcmp(same->s, s, len) == 0)
+    return arbor_str_ref(same);
+  return arbor_str_new(s, len);
+}
+
+static arbor_str *error_message(arbor_engine *e, lua_State *co, pnode *pn) {
   size_t len;
   if (lua_type(co, -1) == LUA_TSTRING) {
     const char *s = lua_tolstring(co, -1, &len);
-    return arbor_str_new(s, len);
+    return str_reuse(pn->error, s, len);
   }
   lua_State *L = e->L;
   if (luaL_getmetafield(co, -1, "__tostring") != LUA_TNIL) {
@@ -583,7 +592,7 @@ static void sb_int(sbuf *sb, int v) {
 /* The traceback of a dead coroutine, in luaL_traceback's format but without
    its search of package.loaded for function names (and without printf),
    which would cost more than the rest of a restart. */
-static arbor_str *traceback(lua_State *co) {
+static arbor_str *traceback(lua_State *co, pnode *pn) {
   sbuf sb;
   sb.n = 0;
   lua_Debug ar;
@@ -619,7 +628,7 @@ static arbor_str *traceback(lua_State *co) {
       sb_str(&sb, "?");
     }
   }
-  return arbor_str_new(sb.b, sb.n);
+  return str_reuse(pn->trace, sb.b, sb.n);
 }
 
 static void resume_node(arbor_engine *e, pnode *pn) {
@@ -631,7 +640,7 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     } else {
       lua_rawgeti(e->L, LUA_REGISTRYINDEX, pn->fail_ref);
       lua_xmove(e->L, co, 1);
-      node_exit(e, pn, ARBOR_DEAD, error_message(e, co),
+      node_exit(e, pn, ARBOR_DEAD, error_message(e, co, pn),
                 reason_lit("(failed before it ran)"));
     }
     return;
@@ -667,8 +676,8 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     return;
   }
-  arbor_str *msg = error_message(e, co);
-  node_exit(e, pn, ARBOR_DEAD, msg, traceback(co));
+  arbor_str *msg = error_message(e, co, pn);
+  node_exit(e, pn, ARBOR_DEAD, msg, traceback(co, pn));
 }
 
 /* The single drain point: resumes the incarnations that were ready when it

@@ -141,7 +141,10 @@ end
 --- The event printer used by `arbor run`.
 local function print_event(ev)
   local line
-  if ev.kind == "state" then
+  if ev.kind == "state" and ev.from == ev.to then -- a first start
+    line = string.format("%s %-24s -> %s  (%s)", fmt_time(ev.time), ev.dn,
+      ev.to, ev.reason or "")
+  elseif ev.kind == "state" then
     line = string.format("%s %-24s %s -> %s%s", fmt_time(ev.time), ev.dn,
       ev.from, ev.to, ev.reason and ("  " .. ev.reason) or "")
   else
@@ -244,6 +247,33 @@ function M.logs(dn, n) return engine():logs(dn, n) end
 
 --- A number in [0, 1) from the engine's seeded generator (P5).
 function M.random() return engine():random() end
+
+--- Draws a tree snapshot (arbor.tree() or h:tree()) as indented text, one
+-- node a line: name, state, restarts and last error.
+function M.render(t)
+  t = t or M.tree()
+  local lines = {}
+  local function walk(n, prefix, last, top)
+    local label = string.format("%s [%s]", n.name, n.state)
+    if n.restarts and n.restarts > 0 then
+      label = label .. string.format(" restarts=%d", n.restarts)
+    end
+    if n.error and n.state ~= "HEALTHY" and n.state ~= "NEW" then
+      label = label .. "  " .. n.error
+    end
+    if top then
+      lines[#lines + 1] = label
+    else
+      lines[#lines + 1] = prefix .. (last and "`-- " or "|-- ") .. label
+    end
+    local kids = n.children or {}
+    for i, c in ipairs(kids) do
+      walk(c, top and "" or prefix .. (last and "    " or "|   "), i == #kids)
+    end
+  end
+  walk(t, "", true, true)
+  return table.concat(lines, "\n")
+end
 
 -- ---- used by the arbor binary -------------------------------------------
 
