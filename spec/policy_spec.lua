@@ -75,6 +75,20 @@ describe("P1 the policy's argument", function()
     assert.equal(3, seen[4].restarts)
   end)
 
+  it("keeps the 16 most recent failure times", function()
+    -- the bound is the implementation's (ARBOR_FAILURES in src/processor.h);
+    -- SEMANTICS.md only says "times of recent failures"
+    local last
+    local h = with_child(function(c) c:sleep(1) error("x") end, function(ev)
+      last = copy(ev)
+      return 0
+    end)
+    h:advance(20)
+    assert.equal(20, last.consecutive)
+    assert.equal(16, #last.failures)
+    for i = 1, 16 do assert.equal(i + 4, last.failures[i]) end
+  end)
+
   it("resets consecutive after DONE too", function()
     local seen = {}
     local h = new()
@@ -175,6 +189,10 @@ describe("P2 decisions", function()
     assert.equal("child root.p.c escalated: c failed", parent_saw.err)
     assert.equal("root.p", parent_saw.dn)
     assert.equal(1, parent_saw.consecutive)
+    assert.equal(0, parent_saw.restarts)
+    assert.same({1}, parent_saw.failures)
+    assert.equal(1, parent_saw.now)
+    assert.equal(1, parent_saw.uptime)
     local dead = h:events{dn = "root.p", to = "DEAD"}
     assert.equal(1, #dead)
     assert.equal("child root.p.c escalated: c failed", dead[1].reason)

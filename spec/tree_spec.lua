@@ -182,6 +182,59 @@ describe("T2 names", function()
   end)
 end)
 
+describe("ctx:run and ctx:group arguments", function()
+  local function try(fn)
+    local h = testing.new{seed = 1}
+    local err
+    local after = false
+    h:start(function(ctx)
+      ctx:signal("healthy")
+      local ok
+      ok, err = pcall(fn, ctx)
+      assert(not ok, "accepted")
+      after = true
+      ctx:wait()
+    end)
+    assert.is_true(after)
+    assert.same({}, h.engine:node("root").children)
+    assert.equal("HEALTHY", h:state("root"))
+    return err
+  end
+
+  it("refuses a runnable that is not a function", function()
+    local err = try(function(ctx) ctx:run("w", "not a function") end)
+    assert.matches("root: ctx:run('w', fn): the runnable must be a function, got string",
+      err, 1, true)
+    err = try(function(ctx) ctx:group{w = 42} end)
+    assert.matches("root: ctx:group: member 'w' must be a function, got number", err, 1, true)
+    err = try(function(ctx) ctx:group{idle} end)
+    assert.matches("root: ctx:group: member names must be strings, got number", err, 1, true)
+    err = try(function(ctx) ctx:group("w") end)
+    assert.matches("root: ctx:group(members): want a table", err, 1, true)
+  end)
+
+  it("refuses a policy that is not a function", function()
+    local err = try(function(ctx) ctx:run("w", idle, {policy = "never"}) end)
+    assert.matches("root: ctx:run: option 'policy' must be a function, got string",
+      err, 1, true)
+    err = try(function(ctx) ctx:group({w = idle}, {policy = 3}) end)
+    assert.matches("root: ctx:group: option 'policy' must be a function, got number",
+      err, 1, true)
+  end)
+
+  it("refuses a bad shutdown, unknown options and non-table options", function()
+    for _, bad in ipairs{-1, 0 / 0, math.huge, "5"} do
+      local err = try(function(ctx) ctx:run("w", idle, {shutdown = bad}) end)
+      assert.matches("root: ctx:run: option 'shutdown' must be a finite number >= 0",
+        err, 1, true)
+    end
+    local err = try(function(ctx) ctx:run("w", idle, {polcy = policy.never}) end)
+    assert.matches("root: ctx:run: unknown option 'polcy'", err, 1, true)
+    err = try(function(ctx) ctx:run("w", idle, "fast") end)
+    assert.matches("root: ctx:run: options must be a table, got string", err, 1, true)
+  end)
+end)
+
 describe("T3 stale contexts", function()
   it("refuses a ctx of an ended incarnation and leaves the next one alone", function()
     local h = testing.new{seed = 1}
@@ -554,6 +607,24 @@ describe("T13 runtime operations", function()
       assert.equal("HEALTHY", w.state)
       assert.same({"NEW>NEW", "NEW>HEALTHY", "HEALTHY>CANCELED",
         "CANCELED>NEW", "NEW>HEALTHY"}, transitions(h, "root.w"))
+    end)
+
+    it("applies to a node waiting for a delayed restart", function()
+      local runs = {}
+      local h = tree_with(function(c)
+        runs[#runs + 1] = "old"
+        c:sleep(1)
+        error("x")
+      end, {policy = policy.constant(10)})
+      h:advance(1)
+      local w = h:node("root.w")
+      assert.equal("DEAD", w.state)
+      w:swap(function(c) runs[#runs + 1] = "new" idle(c) end)
+      h:settle()
+      assert.equal("DEAD", w.state)
+      h:advance(10)
+      assert.same({"old", "new"}, runs)
+      assert.equal("HEALTHY", w.state)
     end)
 
     it("checks its arguments before anything changes", function()
