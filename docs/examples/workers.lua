@@ -39,7 +39,7 @@ local function reporter(ctx)
   ctx:signal("healthy")
   while true do
     ctx:sleep(5)
-    io.stdout:write("\n", arbor.render(arbor.tree()), "\n\n")
+    print("\n" .. arbor.render(arbor.tree()) .. "\n")
     io.stdout:flush()
   end
 end
