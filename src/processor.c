@@ -839,6 +839,12 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
     int st = budget_call(e, L, 1);
     arbor_str *why = NULL;
     if (st == LUA_OK) {
+      lua_pushvalue(L, -1);
+      int d = read_decision(L, delay);
+      if (d != DECIDE_FAULTY) {
+        lua_pop(L, 1);
+        return d;
+      }
       const char *tn = luaL_typename(L, -1);
       char shown[64] = "";
       if (lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TSTRING) {
@@ -846,8 +852,7 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
         snprintf(shown, sizeof shown, " %.40s", lua_tostring(L, -1));
         lua_pop(L, 1);
       }
-      int d = read_decision(L, delay);
-      if (d != DECIDE_FAULTY) return d;
+      lua_pop(L, 1);
       why = arbor_str_fmt("faulty policy: returned %s%s (want a number >= 0, "
                           "\"stop\" or \"escalate\")%s",
                           tn, shown, attempt ? "" : "; the default decides");
