@@ -242,7 +242,6 @@ describe("H2 harness operations", function()
     -- docs/testing.md: "Every action settles the tree afterwards" and h:node
     -- is listed with its methods; but NodeMethods (lua/arbor/init.lua) call
     -- the engine directly and nothing settles until the next harness call.
-    pending("BUG: h:node(dn):restart()/cancel()/stop()/swap() do not settle (docs/testing.md says every action does)")
     local h = new()
     h:start(function(ctx)
       ctx:run("w", idle)

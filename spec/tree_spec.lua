@@ -404,7 +404,6 @@ describe("T4 states and signals", function()
     -- ctx_signal (src/l_ctx.c) calls lua_tostring on the argument before it
     -- checks its type, which turns the number into a string in place: the
     -- message reports 'unknown signal "42"' instead of the type.
-    pending("BUG: ctx:signal(42) reports 'unknown signal \"42\"', not 'got number'")
     local h = run_child(function(c) c:signal(42) end)
     assert.equal("DEAD", h:state("root.w"))
     assert.matches('root.w: ctx:signal(what): want "healthy" or "done", got number',

@@ -50,6 +50,22 @@ uint64_t arbor_ring_push(arbor_ring *r, double time, arbor_node *node,
   return e->seq;
 }
 
+void arbor_ring_copy(arbor_ring *r, const arbor_event *ev) {
+  uint64_t seq = ev->seq;
+  double delay = ev->delay;
+  arbor_ring_push(r, ev->time, ev->node, (arbor_event_kind)ev->kind,
+                  (arbor_state)ev->from, (arbor_state)ev->to, ev->reason);
+  arbor_event *e = &r->ev[(r->start + r->len - 1) % r->cap];
+  e->seq = seq;
+  e->incarnation = ev->incarnation;
+  e->delay = delay;
+}
+
+void arbor_ring_clear(arbor_ring *r) {
+  for (size_t i = 0; i < r->len; i++) release(&r->ev[(r->start + i) % r->cap]);
+  r->start = r->len = 0;
+}
+
 const arbor_event *arbor_ring_get(const arbor_ring *r, uint64_t seq) {
   uint64_t first = arbor_ring_first(r);
   if (seq < first || seq >= r->next_seq) return NULL;

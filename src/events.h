@@ -44,6 +44,11 @@ void arbor_ring_close(arbor_ring *r);
 uint64_t arbor_ring_push(arbor_ring *r, double time, arbor_node *node,
                          arbor_event_kind kind, arbor_state from,
                          arbor_state to, arbor_str *reason);
+/* Appends a copy of ev, keeping its seq (and taking references). Drops the
+   oldest when full. */
+void arbor_ring_copy(arbor_ring *r, const arbor_event *ev);
+/* Drops every event (releasing references); seqs continue. */
+void arbor_ring_clear(arbor_ring *r);
 /* The event with sequence number seq, or NULL when it is not (or no longer)
    in the ring. */
 const arbor_event *arbor_ring_get(const arbor_ring *r, uint64_t seq);

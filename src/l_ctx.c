@@ -175,12 +175,12 @@ static int ctx_shield_leave(lua_State *L) {
 static int ctx_signal(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   char buf[ARBOR_DN_BUF];
-  const char *what = lua_tostring(L, 2);
   if (lua_type(L, 2) != LUA_TSTRING)
     return luaL_error(L,
                       "%s: ctx:signal(what): want \"healthy\" or \"done\", "
                       "got %s",
                       arbor_dn(pn, buf, sizeof buf), luaL_typename(L, 2));
+  const char *what = lua_tostring(L, 2);
   const char *bad = arbor_engine_signal(pn->e, pn, what);
   if (!bad) return 0;
   arbor_dn(pn, buf, sizeof buf);
@@ -299,8 +299,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
 static void launch(pnode *c) {
   if (c->n.state == ARBOR_CANCELED) {
     arbor_str *r = arbor_str_new("parent canceled", 15);
-    arbor_ring_push(&c->e->ring, arbor_engine_now(c->e), &c->n,
-                    ARBOR_EV_STATE, ARBOR_NEW, ARBOR_CANCELED, r);
+    arbor_engine_emit_state(c->e, c, ARBOR_NEW, ARBOR_CANCELED, r);
     arbor_str_unref(r);
     return;
   }

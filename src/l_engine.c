@@ -397,9 +397,10 @@ static int l_subscribe(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   if (e->subscribers_ref == LUA_NOREF) {
+    if (arbor_ring_init(&e->outbox, 65536) < 0)
+      return luaL_error(L, "subscribe: out of memory");
     lua_newtable(L);
     e->subscribers_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    e->delivered = e->ring.next_seq - 1;
   }
   lua_rawgeti(L, LUA_REGISTRYINDEX, e->subscribers_ref);
   lua_Integer id = luaL_len(L, -1) + 1;

@@ -81,10 +81,26 @@ uint64_t arbor_engine_random(arbor_engine *e) {
 
 /* ---- events --------------------------------------------------------- */
 
-static uint64_t emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
-                     arbor_state from, arbor_state to, arbor_str *reason) {
-  return arbor_ring_push(&e->ring, step_time(e), &pn->n, kind, from, to,
-                  reason);
+/* Records an event; with subscribers, a copy waits in the outbox for them,
+   so a step that emits more events than the ring holds loses none. */
+static void emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                       arbor_state from, arbor_state to, arbor_str *reason,
+                       double delay) {
+  uint64_t seq = arbor_ring_push(&e->ring, step_time(e), &pn->n, kind, from,
+                                 to, reason);
+  arbor_event *ev = (arbor_event *)arbor_ring_get(&e->ring, seq);
+  ev->delay = delay;
+  if (e->outbox.ev) arbor_ring_copy(&e->outbox, ev);
+}
+
+static void emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                 arbor_state from, arbor_state to, arbor_str *reason) {
+  emit_delay(e, pn, kind, from, to, reason, -1);
+}
+
+void arbor_engine_emit_state(arbor_engine *e, pnode *pn, arbor_state from,
+                             arbor_state to, arbor_str *reason) {
+  emit(e, pn, ARBOR_EV_STATE, from, to, reason);
 }
 
 void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
@@ -701,7 +717,7 @@ static void drain(arbor_engine *e) {
     pn->pflags &= (uint8_t)~PN_QUEUED;
     step_begin(e);
     resume_node(e, pn);
-    if (e->subscribers_ref != LUA_NOREF) deliver_events(e);
+    deliver_events(e);
   }
   current_engine = prev;
   e->draining = 0;
@@ -884,10 +900,8 @@ static void decide(arbor_engine *e, pnode *pn) {
     arbor_str *r = d == DECIDE_STOP       ? e->r_stop
                    : d == DECIDE_ESCALATE ? e->r_escalate
                                           : NULL;
-    uint64_t seq = emit(e, pn, ARBOR_EV_POLICY, (arbor_state)pn->n.state,
-                        (arbor_state)pn->n.state, r);
-    if (d == DECIDE_RESTART)
-      ((arbor_event *)arbor_ring_get(&e->ring, seq))->delay = delay;
+    emit_delay(e, pn, ARBOR_EV_POLICY, (arbor_state)pn->n.state,
+               (arbor_state)pn->n.state, r, d == DECIDE_RESTART ? delay : -1);
   }
   if (d == DECIDE_RESTART) {
     arbor_gc_reset(&pn->n);
@@ -940,21 +954,18 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
 
 static void deliver_events(arbor_engine *e) {
-  uint64_t last = e->ring.next_seq - 1;
-  if (e->subscribers_ref == LUA_NOREF) {
-    e->delivered = last;
-    return;
-  }
-  if (e->delivered >= last) return;
+  if (!e->outbox.len || e->delivering) return;
   lua_State *L = e->L;
-  uint64_t seq = e->delivered + 1;
-  if (seq < arbor_ring_first(&e->ring)) seq = arbor_ring_first(&e->ring);
-  e->delivered = last;
+  e->delivering = 1;
+  arbor_engine *prev = current_engine;
+  current_engine = e;
   lua_rawgeti(L, LUA_REGISTRYINDEX, e->subscribers_ref);
   int subs = lua_gettop(L);
-  for (; seq <= last; seq++) {
-    const arbor_event *ev = arbor_ring_get(&e->ring, seq);
-    if (!ev) continue;
+  /* events emitted by subscribers themselves are appended and delivered in
+     this same pass */
+  for (size_t k = 0; k < e->outbox.len; k++) {
+    const arbor_event *ev = &e->outbox.ev[(e->outbox.start + k) %
+                                          e->outbox.cap];
     lua_Integer n = luaL_len(L, subs);
     for (lua_Integer i = 1; i <= n; i++) {
       if (lua_rawgeti(L, subs, i) != LUA_TFUNCTION) {
@@ -976,6 +987,9 @@ static void deliver_events(arbor_engine *e) {
     }
   }
   lua_pop(L, 1);
+  arbor_ring_clear(&e->outbox);
+  current_engine = prev;
+  e->delivering = 0;
 }
 
 /* ---- stuck nodes ---------------------------------------------------- */
@@ -1156,6 +1170,7 @@ void arbor_engine_free(arbor_engine *e) {
   kill_all(e);
   arbor_tree_close(&e->tree);
   arbor_ring_close(&e->ring);
+  if (e->outbox.ev) arbor_ring_close(&e->outbox);
   arbor_sched_close(&e->sched);
   arbor_str_unref(e->gave_up_reason);
   arbor_str_unref(e->reason);

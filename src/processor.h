@@ -113,7 +113,8 @@ struct arbor_engine {
   arbor_str *gave_up_reason;
   arbor_str *reason;     /* reason for the next state event */
   arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced;
-  uint64_t delivered;    /* last event seq delivered to subscribers */
+  arbor_ring outbox;     /* events not yet delivered to subscribers */
+  int delivering;
   uint64_t rng;
   /* counters */
   uint64_t wakeups, resumes, restarts, policy_calls;
@@ -175,6 +176,9 @@ int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
                         int nvals);
 /* Appends a log line to pn (and calls the sink). Takes a reference. */
 void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line);
+/* Emits a state event (for changes made outside the tree's hooks). */
+void arbor_engine_emit_state(arbor_engine *e, pnode *pn, arbor_state from,
+                             arbor_state to, arbor_str *reason);
 /* Emits a non-state event. */
 void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                         arbor_str *reason);

@@ -249,6 +249,10 @@ static int cancel_one(arbor_node *n) {
 }
 
 size_t arbor_tree_cancel(arbor_node *n) {
+  /* A node waiting for its own delayed restart has no incarnation to
+     cancel: canceling it directly (a group sibling's death) leaves the
+     restart as its policy scheduled it. Only a canceled parent drops it. */
+  if ((n->flags & ARBOR_F_PENDING) && n->incarnation > 0) return 0;
   /* n itself may carry the flag already (a DEAD node's is set at death,
      before its children are canceled), so its descendants are always
      visited; below n, a canceled node's subtree is canceled already. */

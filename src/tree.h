@@ -124,8 +124,9 @@ void arbor_tree_exit(arbor_node *n, arbor_state s);
 /* Sets n's state (the processor's signals and declarations), reporting it
    through the state hook. Setting DEAD also cancels n's own context. */
 void arbor_tree_set_state(arbor_node *n, arbor_state s);
-/* Cancels the context of n and every descendant (T7). Nodes pending a start
-   become CANCELED. Returns the number of contexts newly canceled. */
+/* Cancels the context of n and every descendant (T7). Descendants pending
+   a start become CANCELED; n itself, if pending, is left as it is. Returns
+   the number of contexts newly canceled. */
 size_t arbor_tree_cancel(arbor_node *n);
 /* Cancels the other members of n's group (T6). */
 void arbor_tree_cancel_group(arbor_node *n);

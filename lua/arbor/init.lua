@@ -54,11 +54,18 @@ local function view_engine(self)
   return rawget(self, "_engine"), rawget(self, "dn")
 end
 
+-- The harness settles after each method, like after its other actions.
+local function acted(self)
+  local after = rawget(self, "_after")
+  if after then after() end
+end
+
 --- node:restart(): cancels a running node so it restarts at once; starts a
 -- node waiting for a delayed restart, or one that was given up or held.
 function NodeMethods.restart(self)
   local e, dn = view_engine(self)
   e:restart(dn)
+  acted(self)
 end
 
 --- node:cancel(): cancels the current incarnation (children first, T12);
@@ -66,12 +73,14 @@ end
 function NodeMethods.cancel(self)
   local e, dn = view_engine(self)
   e:cancel(dn)
+  acted(self)
 end
 
 --- node:stop(): cancels the node and holds it down until node:restart().
 function NodeMethods.stop(self)
   local e, dn = view_engine(self)
   e:hold(dn)
+  acted(self)
 end
 
 --- node:swap(fn [, {restart = true}]): the next start runs fn (T13).
@@ -89,6 +98,7 @@ function NodeMethods.swap(self, fn, opts)
     end
   end
   e:swap(dn, fn, opts and opts.restart)
+  acted(self)
 end
 
 --- node:set_policy(p): p decides this node's next restart; the failure
@@ -99,6 +109,7 @@ function NodeMethods.set_policy(self, p)
     error("set_policy " .. dn .. ": the policy must be a function, got " .. type(p), 2)
   end
   e:set_policy(dn, p)
+  acted(self)
 end
 
 --- node:logs([n]): the node's last log lines, {time=, line=} oldest first.
@@ -122,14 +133,15 @@ local NodeView = {
   end,
 }
 
---- A live view of the node at dn of engine e: fields are read when used.
-function M._node_view(e, dn)
+--- A live view of the node at dn of engine e: fields are read when used;
+-- `after` (optional) runs after each method (the harness settles there).
+function M._node_view(e, dn, after)
   if type(dn) ~= "string" then
     error("node(dn): dn must be a string, got " .. type(dn), 3)
   end
   local fields, err = e:node(dn)
   if not fields then return nil, err end
-  return setmetatable({_engine = e, dn = dn}, NodeView)
+  return setmetatable({_engine = e, dn = dn, _after = after}, NodeView)
 end
 
 -- ---- the module API ------------------------------------------------------

@@ -66,7 +66,9 @@ function Harness:state(dn)
 end
 
 --- The node view of arbor.node(dn) (T13a), methods included.
-function Harness:node(dn) return arbor._node_view(self.engine, dn) end
+function Harness:node(dn)
+  return arbor._node_view(self.engine, dn, function() self:settle() end)
+end
 
 --- Events, oldest first; filter: {dn=, kind=, to=, from=} keeps matches.
 function Harness:events(filter)
