@@ -13,12 +13,17 @@ typedef struct lctx {
   uint64_t incarnation;
 } lctx;
 
+/* The ctx metatable, also registered under a pointer key: looking it up
+   by pointer is much cheaper than by name, and every ctx call does it. */
+static const char ctx_mt_key = 'm';
+
 void arbor_push_ctx(lua_State *L, pnode *pn) {
   lctx *c = lua_newuserdatauv(L, sizeof *c, 0);
   c->pn = pn;
   c->incarnation = pn->n.incarnation;
   arbor_node_ref(&pn->n);
-  luaL_setmetatable(L, ARBOR_CTX_MT);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+  lua_setmetatable(L, -2);
 }
 
 /* The DN of pn in a buffer for messages. */
@@ -28,7 +33,14 @@ const char *arbor_dn(pnode *pn, char *buf, size_t size) {
 }
 
 static lctx *to_ctx(lua_State *L, int idx) {
-  return luaL_checkudata(L, idx, ARBOR_CTX_MT);
+  lctx *c = lua_touserdata(L, idx);
+  if (c && lua_getmetatable(L, idx)) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+    int same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    if (same) return c;
+  }
+  return luaL_checkudata(L, idx, ARBOR_CTX_MT); /* raises the usual error */
 }
 
 /* A ctx finalized (by lua_close) has no node: it is stale like any other. */
@@ -104,7 +116,7 @@ static int block(lua_State *L, pnode *pn, int wait, double seconds) {
     return luaL_error(L, "%s: blocking call across a C boundary",
                       arbor_dn(pn, buf, sizeof buf));
   if ((pn->pflags & PN_NOTIFIED) && pn->shield == 0) raise_canceled(L);
-  arbor_engine_park(pn->e, pn, wait, seconds);
+  arbor_engine_park(pn_engine(pn), pn, wait, seconds);
   int base = lua_gettop(L);
   return lua_yieldk(L, 0, (lua_KContext)base, k_wake);
 }
@@ -147,7 +159,7 @@ static int ctx_unpark(lua_State *L) {
   uint32_t seq = (uint32_t)luaL_checkinteger(L, 2);
   int nvals = lua_gettop(L) - 2;
   int ok = ctx_is_live(c) &&
-           arbor_engine_unpark(c->pn->e, c->pn, seq, L, nvals);
+           arbor_engine_unpark(pn_engine(c->pn), c->pn, seq, L, nvals);
   lua_pushboolean(L, ok);
   return 1;
 }
@@ -181,7 +193,7 @@ static int ctx_signal(lua_State *L) {
                       "got %s",
                       arbor_dn(pn, buf, sizeof buf), luaL_typename(L, 2));
   const char *what = lua_tostring(L, 2);
-  const char *bad = arbor_engine_signal(pn->e, pn, what);
+  const char *bad = arbor_engine_signal(pn_engine(pn), pn, what);
   if (!bad) return 0;
   arbor_dn(pn, buf, sizeof buf);
   const char *state = arbor_state_name((arbor_state)pn->n.state);
@@ -214,7 +226,7 @@ static int ctx_log(lua_State *L) {
   const char *s = lua_tolstring(L, -1, &len);
   arbor_str *line = arbor_str_new(s, len);
   if (line) {
-    arbor_engine_log(pn->e, pn, line);
+    arbor_engine_log(pn_engine(pn), pn, line);
     arbor_str_unref(line);
   }
   return 0;
@@ -283,7 +295,7 @@ static void name_error(lua_State *L, pnode *parent, const char *name, int err) {
 static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
                     int fn_idx, const arbor_child_opts *o) {
   int err = 0;
-  pnode *c = arbor_engine_add(parent->e, parent, name, len, &err);
+  pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
   if (!c) name_error(L, parent, name, err);
   lua_pushvalue(L, fn_idx);
   c->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -299,11 +311,11 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
 static void launch(pnode *c) {
   if (c->n.state == ARBOR_CANCELED) {
     arbor_str *r = arbor_str_new("parent canceled", 15);
-    arbor_engine_emit_state(c->e, c, ARBOR_NEW, ARBOR_CANCELED, r);
+    arbor_engine_emit_state(pn_engine(c), c, ARBOR_NEW, ARBOR_CANCELED, r);
     arbor_str_unref(r);
     return;
   }
-  arbor_engine_start(c->e, c);
+  arbor_engine_start(pn_engine(c), c);
 }
 
 static int ctx_run(lua_State *L) {
@@ -438,6 +450,8 @@ static const luaL_Reg ctx_methods[] = {
 /* [-0, +0, m] registers the ctx metatable and core.self in the table on top. */
 void arbor_open_ctx(lua_State *L) {
   luaL_newmetatable(L, ARBOR_CTX_MT);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
   luaL_newlib(L, ctx_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "methods");

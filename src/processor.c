@@ -448,8 +448,7 @@ static void hook_release(arbor_node *n, void *ud) {
 
 /* ---- nodes ---------------------------------------------------------- */
 
-static void pnode_init(arbor_engine *e, pnode *pn) {
-  pn->e = e;
+static void pnode_init(pnode *pn) {
   pn->co_ref = pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   pn->shutdown = 5.0;
 }
@@ -457,7 +456,7 @@ static void pnode_init(arbor_engine *e, pnode *pn) {
 pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,
                         size_t len, int *err) {
   pnode *pn = (pnode *)arbor_tree_add(&parent->n, name, len, err);
-  if (pn) pnode_init(e, pn);
+  if (pn) pnode_init(pn);
   return pn;
 }
 
@@ -786,10 +785,22 @@ static int budget_call(arbor_engine *e, lua_State *L, int nargs) {
   return st;
 }
 
-void arbor_engine_push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
+/* Pushes the policy event of P1 for pn. The engine reuses one table (and
+   its failures array) for every call that is not nested in another: building
+   a fresh one cost more than the rest of a restart. [-0, +1, m] */
+static void push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
   char buf[1024];
   size_t dl = arbor_node_dn(&pn->n, buf, sizeof buf);
-  lua_createtable(L, 0, 8);
+  int reuse = e->policy_depth == 0;
+  if (reuse && e->policy_ev_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
+  } else {
+    lua_createtable(L, 0, 7);
+    if (reuse) {
+      lua_pushvalue(L, -1);
+      e->policy_ev_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+  }
   lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
   lua_setfield(L, -2, "dn");
   if (pn->error)
@@ -801,12 +812,27 @@ void arbor_engine_push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
   lua_setfield(L, -2, "consecutive");
   lua_pushinteger(L, pn->restarts);
   lua_setfield(L, -2, "restarts");
-  lua_createtable(L, pn->nfail, 0);
-  for (unsigned i = 0; i < pn->nfail; i++) {
+  if (lua_getfield(L, -1, "failures") != LUA_TTABLE || !reuse) {
+    lua_pop(L, 1);
+    lua_createtable(L, ARBOR_FAILURES, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "failures");
+  }
+  unsigned i = 0;
+  for (; i < pn->nfail; i++) {
     lua_pushnumber(L, pn->failures[(pn->fail_start + i) % ARBOR_FAILURES]);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
-  lua_setfield(L, -2, "failures");
+  for (; i < ARBOR_FAILURES; i++) { /* clear what a previous call left */
+    if (lua_rawgeti(L, -1, (lua_Integer)i + 1) == LUA_TNIL) {
+      lua_pop(L, 1);
+      break;
+    }
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_pop(L, 1);
   lua_pushnumber(L, pn->exited - pn->started);
   lua_setfield(L, -2, "uptime");
   lua_pushnumber(L, step_time(e));
@@ -851,8 +877,10 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
   int ref = pn->policy_ref != LUA_NOREF ? pn->policy_ref : e->default_policy_ref;
   for (int attempt = 0; attempt < 2; attempt++) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    arbor_engine_push_policy_event(e, pn, L);
+    push_policy_event(e, pn, L);
+    e->policy_depth++;
     int st = budget_call(e, L, 1);
+    e->policy_depth--;
     arbor_str *why = NULL;
     if (st == LUA_OK) {
       lua_pushvalue(L, -1);
@@ -1132,11 +1160,12 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
     free(e);
     return NULL;
   }
-  pnode_init(e, (pnode *)e->tree.root);
+  pnode_init((pnode *)e->tree.root);
   arbor_sched_init(&e->sched);
   e->L = lua_newthread(L);
   e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   e->default_policy_ref = e->subscribers_ref = e->log_ref = LUA_NOREF;
+  e->policy_ev_ref = LUA_NOREF;
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   e->instruction_budget = 10000000;
@@ -1194,6 +1223,7 @@ void arbor_engine_free(arbor_engine *e) {
     luaL_unref(L, LUA_REGISTRYINDEX, e->pool[i].ref);
   e->npool = 0;
   luaL_unref(L, LUA_REGISTRYINDEX, e->default_policy_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->subscribers_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);

@@ -8,6 +8,7 @@
 #define ARBOR_PROCESSOR_H
 
 #include <lua.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -47,12 +48,7 @@ typedef struct arbor_logs {
 
 typedef struct pnode {
   arbor_node n; /* first: the tree allocates pnodes */
-  arbor_engine *e;
   lua_State *co;       /* the incarnation's coroutine, NULL when exited */
-  int co_ref;          /* anchors co */
-  int fn_ref;          /* the runnable */
-  int policy_ref;      /* LUA_NOREF: the engine's default policy */
-  int fail_ref;        /* error value injected by the harness */
   double shutdown;     /* seconds a canceled incarnation has to exit */
   double started;      /* engine time the incarnation started */
   double exited;       /* engine time it exited */
@@ -60,6 +56,13 @@ typedef struct pnode {
   arbor_timer deadline;
   struct pnode *ready_next;
   struct pnode *stop_cursor; /* child being stopped (PN_STOPPING) */
+  arbor_str *error, *trace;
+  double *failures;    /* ring of recent failure times, lazily allocated */
+  arbor_logs *logs;    /* lazily allocated */
+  int co_ref;          /* anchors co */
+  int fn_ref;          /* the runnable */
+  int policy_ref;      /* LUA_NOREF: the engine's default policy */
+  int fail_ref;        /* error value injected by the harness */
   uint32_t wait_seq;
   uint32_t restarts;   /* restarts performed */
   uint32_t consecutive; /* failures since last HEALTHY or DONE */
@@ -69,10 +72,7 @@ typedef struct pnode {
   uint8_t pflags;      /* PN_* */
   uint8_t nargs;       /* values pushed on co for the next resume */
   uint8_t done;        /* signaled done */
-  arbor_str *error, *trace;
-  double *failures;    /* ring of recent failure times, lazily allocated */
   uint8_t nfail, fail_start;
-  arbor_logs *logs;    /* lazily allocated */
 } pnode;
 
 struct arbor_engine {
@@ -120,7 +120,13 @@ struct arbor_engine {
   uint64_t wakeups, resumes, restarts, policy_calls;
   double root_shutdown;
   int instruction_budget; /* for policies and subscribers */
+  int policy_ev_ref;      /* the reused policy event table */
+  int policy_depth;       /* policy calls in progress */
 };
+
+/* The engine of a node: its tree is the engine's. */
+#define pn_engine(pn) \
+  ((arbor_engine *)((char *)(pn)->n.tree - offsetof(arbor_engine, tree)))
 
 /* Creates an engine; virtual selects the harness's virtual clock. The
    engine's thread is created on L and anchored. Returns NULL on OOM. */
@@ -189,8 +195,6 @@ void arbor_engine_stuck(arbor_engine *e, void (*fn)(pnode *, void *), void *ud);
 /* The engine running the calling code, if any (set while draining). */
 arbor_engine *arbor_engine_current(void);
 
-/* Fills the policy event table (P1) for pn on top of L. [-0, +1, m] */
-void arbor_engine_push_policy_event(arbor_engine *e, pnode *pn, lua_State *L);
 
 /* Pushes the unique cancellation error value onto L. [-0, +1, -] */
 void arbor_push_canceled(lua_State *L);

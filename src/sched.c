@@ -21,7 +21,7 @@ static int before(const arbor_timer *a, const arbor_timer *b) {
 
 static void place(arbor_sched *s, size_t i, arbor_timer *t) {
   s->heap[i] = t;
-  t->idx = i + 1;
+  t->idx = (uint32_t)(i + 1);
 }
 
 static void sift_up(arbor_sched *s, size_t i) {

@@ -12,8 +12,8 @@
 typedef struct arbor_timer {
   double due;     /* seconds on the engine's clock */
   uint64_t seq;   /* arming order, breaks ties */
-  size_t idx;     /* position in the heap + 1; 0 when not armed */
-  int kind;       /* caller's tag */
+  uint32_t idx;   /* position in the heap + 1; 0 when not armed */
+  int32_t kind;   /* caller's tag */
 } arbor_timer;
 
 typedef struct arbor_sched {

@@ -68,9 +68,10 @@ int arbor_name_valid(const char *name, size_t len) {
 
 static arbor_node *node_alloc(arbor_tree *t, arbor_node *parent,
                               const char *name, size_t len) {
-  arbor_node *n = calloc(1, t->node_size);
+  arbor_node *n = calloc(1, t->node_size + len + 1);
   if (!n) return NULL;
   t->allocated++;
+  n->name = (char *)n + t->node_size;
   n->tree = t;
   n->parent = parent;
   n->gnext = n;
@@ -87,6 +88,7 @@ int arbor_tree_init(arbor_tree *t, size_t node_size, const arbor_hooks *hooks) {
   memset(t, 0, sizeof *t);
   t->node_size = node_size < sizeof(arbor_node) ? sizeof(arbor_node)
                                                  : node_size;
+  t->node_size = (t->node_size + 7) & ~(size_t)7; /* the name follows */
   if (hooks) t->hooks = *hooks;
   t->root = node_alloc(t, NULL, "root", 4);
   if (!t->root) return ARBOR_ENOMEM;

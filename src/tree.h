@@ -49,7 +49,7 @@ struct arbor_node {
   uint8_t state;             /* arbor_state */
   uint8_t flags;             /* arbor_flags */
   uint8_t namelen;
-  char name[ARBOR_NAME_MAX + 1];
+  char *name;                /* NUL-terminated, stored after the node */
 };
 
 /* Callbacks from the tree to its owner. Any may be NULL. */

@@ -786,6 +786,42 @@ TEST(allocated_and_detached_counts) {
   ASSERT_EQ(g_tree_released, 4);
 }
 
+/* The engine outlives its tree's nodes: the release hook frees the owner of
+   the tree once nothing is allocated (ASan / valgrind check the rest). */
+typedef struct owner {
+  int before;
+  arbor_tree tree;
+  int after;
+} owner;
+
+static int g_owner_freed;
+
+static void owner_release(arbor_node *n, void *ud) {
+  owner *o = ud;
+  ASSERT_PTR_EQ(n->tree, &o->tree);
+  if (o->tree.allocated == 0) {
+    ASSERT_NULL(n->parent); /* the last one is the root */
+    free(o);
+    g_owner_freed++;
+  }
+}
+
+TEST(release_hook_may_free_owner) {
+  owner *o = calloc(1, sizeof *o);
+  ASSERT_NOT_NULL(o);
+  arbor_hooks h = {.release = owner_release, .ud = o};
+  g_owner_freed = 0;
+  ASSERT_EQ(arbor_tree_init(&o->tree, 0, &h), 0);
+  arbor_node *a = add(o->tree.root, "a");
+  arbor_node *b = add(a, "b");
+  arbor_node_ref(b);
+  arbor_tree_close(&o->tree);
+  ASSERT_EQ(g_owner_freed, 0);
+  ASSERT_UINT_EQ(o->tree.allocated, 3); /* b, a (b's parent), the root */
+  arbor_node_unref(b);                  /* b, a, root, then the owner */
+  ASSERT_EQ(g_owner_freed, 1);
+}
+
 TEST(declared_keeps_dead) {
   arbor_tree t;
   setup(&t);
