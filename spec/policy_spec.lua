@@ -475,3 +475,24 @@ describe("P5 determinism", function()
     assert.are_not.same(a, c)
   end)
 end)
+
+describe("P1 the reused event table", function()
+  it("carries only the deciding node's failures", function()
+    local h = new()
+    local seen = {}
+    local function record(ev)
+      seen[#seen + 1] = {dn = ev.dn, n = #ev.failures, consecutive = ev.consecutive}
+      return 1
+    end
+    h:start(function(ctx)
+      ctx:run("a", function(c) c:sleep(1) error("a") end, {policy = record})
+      ctx:run("b", function(c) c:sleep(10) error("b") end, {policy = record})
+      idle(ctx)
+    end)
+    h:advance(10)
+    -- a failed at t=1, 3, 5, 7, 9 (five failures); b once at t=10
+    local last = seen[#seen]
+    assert.same({dn = "root.b", n = 1, consecutive = 1}, last)
+    assert.same({dn = "root.a", n = 5, consecutive = 5}, seen[#seen - 1])
+  end)
+end)

@@ -312,6 +312,114 @@ TEST(reason_strings_referenced) {
   arbor_tree_close(&t);
 }
 
+TEST(push_sets_no_delay) {
+  arbor_tree t;
+  setup(&t);
+  arbor_ring r;
+  ASSERT_EQ(arbor_ring_init(&r, 2), 0);
+  for (int i = 0; i < 3; i++) {
+    uint64_t seq = arbor_ring_push(&r, 0, t.root, ARBOR_EV_POLICY, ARBOR_NEW,
+                                   ARBOR_NEW, NULL);
+    ASSERT_DBL_EQ(arbor_ring_get(&r, seq)->delay, -1);
+    /* the engine fills the delay in afterwards; a reused slot resets it */
+    ((arbor_event *)arbor_ring_get(&r, seq))->delay = 2.5;
+  }
+  arbor_ring_close(&r);
+  arbor_tree_close(&t);
+}
+
+TEST(copy_keeps_seq_and_references) {
+  arbor_tree t;
+  setup(&t);
+  arbor_node *a = add(t.root, "a");
+  arbor_tree_start(a);
+  arbor_ring r, out;
+  ASSERT_EQ(arbor_ring_init(&r, 4), 0);
+  ASSERT_EQ(arbor_ring_init(&out, 3), 0);
+  arbor_str *why = arbor_str_new("restart in 1.5s", 15);
+  for (int i = 0; i < 6; i++)
+    arbor_ring_push(&r, i, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_HEALTHY,
+                    NULL);
+  uint64_t seq = arbor_ring_push(&r, 7.5, a, ARBOR_EV_POLICY, ARBOR_DEAD,
+                                 ARBOR_DEAD, why);
+  ASSERT_UINT_EQ(seq, 7);
+  arbor_event *ev = (arbor_event *)arbor_ring_get(&r, seq);
+  ev->delay = 1.5;
+  arbor_tree_exit(a, ARBOR_DEAD);
+  arbor_tree_start(a); /* incarnation 2: the copy keeps the event's 1 */
+  arbor_ring_copy(&out, ev);
+  ASSERT_UINT_EQ(out.len, 1);
+  const arbor_event *c = &out.ev[out.start];
+  ASSERT_UINT_EQ(c->seq, 7);
+  ASSERT_DBL_EQ(c->time, 7.5);
+  ASSERT_PTR_EQ(c->node, a);
+  ASSERT_UINT_EQ(c->incarnation, 1);
+  ASSERT_EQ(c->kind, ARBOR_EV_POLICY);
+  ASSERT_EQ(c->from, ARBOR_DEAD);
+  ASSERT_EQ(c->to, ARBOR_DEAD);
+  ASSERT_PTR_EQ(c->reason, why);
+  ASSERT_DBL_EQ(c->delay, 1.5);
+  ASSERT_UINT_EQ(why->refs, 3); /* ours, the ring's, the copy's */
+  ASSERT_UINT_EQ(a->refs, 3);   /* the tree, the ring, the copy */
+  /* the copy outlives the original */
+  arbor_ring_close(&r);
+  ASSERT_UINT_EQ(why->refs, 2);
+  ASSERT_UINT_EQ(a->refs, 2);
+  ASSERT_STR_EQ(c->reason->s, "restart in 1.5s");
+  /* full: the oldest copy goes, with its references */
+  for (int i = 0; i < 3; i++) {
+    arbor_event e2 = *c;
+    e2.seq = 100 + (uint64_t)i;
+    e2.reason = NULL;
+    arbor_ring_copy(&out, &e2);
+  }
+  ASSERT_UINT_EQ(out.len, 3);
+  ASSERT_UINT_EQ(why->refs, 1);
+  for (size_t k = 0; k < out.len; k++)
+    ASSERT_UINT_EQ(out.ev[(out.start + k) % out.cap].seq, 100 + k);
+  ASSERT_UINT_EQ(a->refs, 4);
+  arbor_ring_close(&out);
+  ASSERT_UINT_EQ(a->refs, 1);
+  arbor_str_unref(why);
+  arbor_tree_close(&t);
+  ASSERT_EQ(g_released, 2);
+}
+
+TEST(clear_releases_and_seqs_continue) {
+  arbor_tree t;
+  setup(&t);
+  arbor_node *a = add(t.root, "a");
+  arbor_str *why = arbor_str_new("x", 1);
+  arbor_ring r;
+  ASSERT_EQ(arbor_ring_init(&r, 4), 0);
+  for (int i = 0; i < 6; i++)
+    arbor_ring_push(&r, i, a, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_NEW, why);
+  ASSERT_UINT_EQ(a->refs, 5);
+  ASSERT_UINT_EQ(why->refs, 5);
+  arbor_ring_clear(&r);
+  ASSERT_UINT_EQ(r.len, 0);
+  ASSERT_UINT_EQ(a->refs, 1);
+  ASSERT_UINT_EQ(why->refs, 1);
+  ASSERT_UINT_EQ(arbor_ring_first(&r), 7);
+  for (uint64_t s = 0; s <= 8; s++) ASSERT_NULL(arbor_ring_get(&r, s));
+  /* a discarded node held only by cleared events is freed by the clear */
+  arbor_ring_push(&r, 9, a, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_NEW, NULL);
+  arbor_tree_discard_children(t.root);
+  ASSERT_EQ(g_released, 0);
+  ASSERT_UINT_EQ(arbor_ring_push(&r, 10, t.root, ARBOR_EV_STATE, ARBOR_NEW,
+                                 ARBOR_NEW, NULL),
+                 8);
+  ASSERT_PTR_EQ(arbor_ring_get(&r, 7)->node, a);
+  arbor_ring_clear(&r);
+  ASSERT_EQ(g_released, 1);
+  arbor_ring_clear(&r); /* empty: nothing */
+  ASSERT_UINT_EQ(r.next_seq, 9);
+  arbor_ring_close(&r);
+  arbor_str_unref(why);
+  arbor_tree_close(&t);
+  ASSERT_EQ(g_released, 2);
+}
+
 TEST(many_events) {
   /* a long run: references balance out whatever the wrap position */
   arbor_tree t;

@@ -546,6 +546,38 @@ TEST(cancel_pending_restart) {
   ASSERT_EQ(g_tree_released, 4);
 }
 
+TEST(cancel_leaves_own_delayed_restart) {
+  /* A node waiting for its delayed restart has no incarnation to cancel:
+     canceling it directly (a group sibling's death) leaves the restart as
+     scheduled; only a canceled parent drops it (T8). */
+  arbor_tree t;
+  setup(&t);
+  arbor_tree_start(t.root);
+  arbor_node *p = add_start(t.root, "p");
+  arbor_node *g1 = add_start(p, "g1");
+  arbor_node *g2 = add_start(p, "g2");
+  arbor_tree_group(g1, g2);
+  arbor_tree_exit(g1, ARBOR_DEAD);
+  arbor_tree_cancel(g1);
+  /* what arbor_gc_reset does: PENDING, CANCEL cleared, state kept */
+  g1->flags = ARBOR_F_PENDING;
+  int calls = T(g1)->state_calls, canceled = T(g1)->canceled_calls;
+  ASSERT_UINT_EQ(arbor_tree_cancel(g1), 0);
+  arbor_tree_exit(g2, ARBOR_DEAD);
+  arbor_tree_cancel(g2);
+  arbor_tree_cancel_group(g2); /* g1 is g2's group sibling */
+  ASSERT_EQ(g1->flags, ARBOR_F_PENDING);
+  ASSERT_EQ(g1->state, ARBOR_DEAD);
+  ASSERT_EQ(T(g1)->state_calls, calls);
+  ASSERT_EQ(T(g1)->canceled_calls, canceled);
+  /* the parent's cancellation drops it */
+  ASSERT_UINT_EQ(arbor_tree_cancel(p), 2); /* p and g1; g2 was already */
+  ASSERT_EQ(g1->state, ARBOR_CANCELED);
+  ASSERT_EQ(g1->flags, ARBOR_F_CANCEL);
+  ASSERT_EQ(T(g1)->last_from, ARBOR_DEAD);
+  arbor_tree_close(&t);
+}
+
 TEST(group_rings) {
   arbor_tree t;
   setup(&t);
