@@ -19,6 +19,8 @@
 
 static arbor_engine *current_engine;
 
+static int runner(lua_State *L);
+
 arbor_engine *arbor_engine_current(void) { return current_engine; }
 
 /* The cancellation error: a unique table with a __tostring. */
@@ -194,9 +196,10 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
     pn->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
   pn->co = co;
+  lua_pushcfunction(co, runner);
   lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
   arbor_push_ctx(co, pn);
-  pn->nargs = 1;
+  pn->nargs = 2;
   emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
        pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   enqueue(e, pn);
@@ -225,8 +228,9 @@ static void spread_death(arbor_engine *e, pnode *pn) {
    as fresh as a new one, and reusing it spares the allocator and the GC. */
 static void close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
-  lua_resetthread(pn->co); /* returns the error the thread died with */
-  lua_settop(pn->co, 0);    /* which it leaves on the stack */
+  if (lua_status(pn->co) != LUA_OK) /* suspended, or died outside runner */
+    lua_resetthread(pn->co); /* returns the error the thread died with */
+  lua_settop(pn->co, 0);     /* which it leaves on the stack */
   if (e->npool < ARBOR_THREAD_POOL && !e->closing) {
     e->pool[e->npool].co = pn->co;
     e->pool[e->npool].ref = pn->co_ref;
@@ -607,13 +611,15 @@ static void sb_int(sbuf *sb, int v) {
 /* The traceback of a dead coroutine, in luaL_traceback's format but without
    its search of package.loaded for function names (and without printf),
    which would cost more than the rest of a restart. */
-static arbor_str *traceback(lua_State *co, pnode *pn) {
+static arbor_str *traceback(lua_State *co, int level, int skip_bottom,
+                            pnode *pn) {
   sbuf sb;
   sb.n = 0;
-  lua_Debug ar;
+  lua_Debug ar, below;
   sb_str(&sb, "stack traceback:");
-  for (int level = 0; lua_getstack(co, level, &ar); level++) {
-    if (level >= 22) {
+  for (int first = level; lua_getstack(co, level, &ar); level++) {
+    if (skip_bottom && !lua_getstack(co, level + 1, &below)) break;
+    if (level - first >= 22) {
       sb_str(&sb, "\n\t...");
       break;
     }
@@ -646,6 +652,42 @@ static arbor_str *traceback(lua_State *co, pnode *pn) {
   return str_reuse(pn->trace, sb.b, sb.n);
 }
 
+/* ---- the runner -----------------------------------------------------
+   Every incarnation's coroutine runs runner(fn, ctx): it calls the runnable
+   under lua_pcallk with a message handler, so an error is caught inside the
+   coroutine, with the traceback taken where it was raised, and the coroutine
+   returns normally (true, or false and the error). Its thread is then
+   reusable as it is, without the lua_resetthread that would shrink its stack
+   only for the next incarnation to grow it again. */
+
+static int runner_msgh(lua_State *L) {
+  arbor_engine *e = current_engine;
+  pnode *pn = e ? e->current : NULL;
+  /* a canceled node leaving with the cancellation error needs no trace */
+  if (pn && !((pn->pflags & PN_NOTIFIED) && arbor_is_canceled(L, 1))) {
+    arbor_str_unref(e->trace);
+    e->trace = traceback(L, 1, 1, pn); /* skip msgh and runner */
+  }
+  return 1;
+}
+
+static int runner_k(lua_State *L, int status, lua_KContext k) {
+  (void)k;
+  if (status == LUA_OK || status == LUA_YIELD) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  lua_pushboolean(L, 0);
+  lua_insert(L, -2);
+  return 2; /* false, err */
+}
+
+static int runner(lua_State *L) {
+  lua_pushcfunction(L, runner_msgh);
+  lua_insert(L, 1); /* msgh, fn, ctx */
+  return runner_k(L, lua_pcallk(L, 1, 0, 1, 0, runner_k), 0);
+}
+
 static void resume_node(arbor_engine *e, pnode *pn) {
   lua_State *co = pn->co;
   if (!(pn->pflags & PN_RESUMED) && pn->resume != RESUME_VALUES) {
@@ -673,6 +715,17 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     if (pn->wait == WAIT_NONE) enqueue(e, pn); /* a plain coroutine.yield() */
     return;
   }
+  if (status == LUA_OK && nres == 2) { /* runner caught an error */
+    arbor_str *trace = e->trace;
+    e->trace = NULL;
+    if ((pn->pflags & PN_NOTIFIED) && arbor_is_canceled(co, -1)) {
+      arbor_str_unref(trace);
+      node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
+    } else {
+      node_exit(e, pn, ARBOR_DEAD, error_message(e, co, pn), trace);
+    }
+    return;
+  }
   if (status == LUA_OK) {
     lua_pop(co, nres);
     if (pn->done)
@@ -691,8 +744,9 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     return;
   }
+  /* an error outside runner's protection (out of memory, say) */
   arbor_str *msg = error_message(e, co, pn);
-  node_exit(e, pn, ARBOR_DEAD, msg, traceback(co, pn));
+  node_exit(e, pn, ARBOR_DEAD, msg, traceback(co, 0, 0, pn));
 }
 
 /* The single drain point: resumes the incarnations that were ready when it
@@ -1208,6 +1262,7 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_str_unref(e->r_stop);
   arbor_str_unref(e->r_escalate);
   arbor_str_unref(e->r_forced);
+  arbor_str_unref(e->trace);
   if (e->loop) {
     uv_close((uv_handle_t *)&e->timer, on_close);
     uv_close((uv_handle_t *)&e->check, on_close);
