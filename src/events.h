@@ -45,7 +45,9 @@ uint64_t arbor_ring_push(arbor_ring *r, double time, arbor_node *node,
                          arbor_event_kind kind, arbor_state from,
                          arbor_state to, arbor_str *reason);
 /* Appends a copy of ev, keeping its seq (and taking references). Drops the
-   oldest when full. */
+   oldest when full. A ring filled with copies is read by position (ev[],
+   start, len): its seqs need not be consecutive, so arbor_ring_get does not
+   apply to it. */
 void arbor_ring_copy(arbor_ring *r, const arbor_event *ev);
 /* Drops every event (releasing references); seqs continue. */
 void arbor_ring_clear(arbor_ring *r);

@@ -288,6 +288,7 @@ static void name_error(lua_State *L, pnode *parent, const char *name, int err) {
                "%s: invalid child name '%s' (T2: a name matches "
                "^[A-Za-z0-9_-]{1,64}$)",
                buf, name);
+  if (err == ARBOR_EGONE) luaL_error(L, "%s: the node was discarded", buf);
   luaL_error(L, "%s: out of memory", buf);
 }
 

@@ -111,6 +111,10 @@ arbor_node *arbor_tree_child(arbor_node *parent, const char *name,
 arbor_node *arbor_tree_add(arbor_node *parent, const char *name, size_t len,
                            int *err) {
   arbor_tree *t = parent->tree;
+  if (parent->flags & ARBOR_F_DETACHED) {
+    *err = ARBOR_EGONE;
+    return NULL;
+  }
   if (!arbor_name_valid(name, len)) {
     *err = ARBOR_EBADNAME;
     return NULL;

@@ -83,6 +83,7 @@ enum {
   ARBOR_EBADNAME = -1,
   ARBOR_EDUP = -2,
   ARBOR_ENOMEM = -3,
+  ARBOR_EGONE = -4, /* the parent was discarded */
 };
 
 /* Initializes a tree whose nodes are node_size bytes (callers embed
@@ -96,8 +97,8 @@ void arbor_tree_close(arbor_tree *t);
 /* 1 when name is a valid node name (T2). */
 int arbor_name_valid(const char *name, size_t len);
 /* Adds a child named `name` to parent, state NEW, pending its first start.
-   On error returns NULL and stores ARBOR_EBADNAME, ARBOR_EDUP or
-   ARBOR_ENOMEM in *err. A child of a canceled parent is created CANCELED
+   On error returns NULL and stores ARBOR_EBADNAME, ARBOR_EDUP, ARBOR_EGONE
+   or ARBOR_ENOMEM in *err. A child of a canceled parent is created CANCELED
    (never started, T8). */
 arbor_node *arbor_tree_add(arbor_node *parent, const char *name, size_t len,
                            int *err);
@@ -119,14 +120,19 @@ void arbor_tree_group(arbor_node *a, arbor_node *b);
    DECLARED. n must not be running and its children must be discarded. */
 void arbor_tree_start(arbor_node *n);
 /* Records that n's incarnation ended in state s (ignored when n was declared
-   DEAD: it stays DEAD). Decrements live counts up to the root. */
+   DEAD: it stays DEAD). Decrements live counts up to the root. Ending DEAD
+   marks n's own context canceled only: the caller cancels the subtree
+   (arbor_tree_cancel(n)) at once, before anything else is canceled, since
+   arbor_tree_cancel skips subtrees whose root is already canceled. */
 void arbor_tree_exit(arbor_node *n, arbor_state s);
 /* Sets n's state (the processor's signals and declarations), reporting it
    through the state hook. Setting DEAD also cancels n's own context. */
 void arbor_tree_set_state(arbor_node *n, arbor_state s);
-/* Cancels the context of n and every descendant (T7). Descendants pending
-   a start become CANCELED; n itself, if pending, is left as it is. Returns
-   the number of contexts newly canceled. */
+/* Cancels the context of n and every descendant (T7). Nodes pending their
+   first start become CANCELED, and so do descendants waiting for a delayed
+   restart; n itself, when it waits for a delayed restart (pending with
+   incarnation > 0), is left as it is. Returns the number of contexts newly
+   canceled. */
 size_t arbor_tree_cancel(arbor_node *n);
 /* Cancels the other members of n's group (T6). */
 void arbor_tree_cancel_group(arbor_node *n);

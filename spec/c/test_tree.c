@@ -903,6 +903,22 @@ TEST(start_keeps_held) {
   arbor_tree_close(&t);
 }
 
+TEST(add_under_discarded_parent) {
+  arbor_tree t;
+  setup(&t);
+  arbor_node *a = add(t.root, "a");
+  arbor_node_ref(a); /* kept alive by someone else (a ctx, an event) */
+  arbor_tree_discard_children(t.root);
+  ASSERT(a->flags & ARBOR_F_DETACHED);
+  int err = 0;
+  ASSERT_PTR_EQ(arbor_tree_add(a, "late", 4, &err), NULL);
+  ASSERT_EQ(err, ARBOR_EGONE);
+  arbor_node_unref(a);
+  arbor_tree_close(&t);
+  ASSERT_UINT_EQ(t.allocated, 0);
+  ASSERT_UINT_EQ(t.nnodes, 0);
+}
+
 TEST(hash_growth_100k_children) {
   enum { N = 100000 };
   arbor_tree t;
