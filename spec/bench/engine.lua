@@ -30,6 +30,8 @@ local function restart_latency(samples, extra)
   local t_fail
   arbor.run(function(ctx)
     for i = 1, extra do ctx:run("n" .. i, idle) end
+    ctx:sleep(0)         -- let the tree come up
+    collectgarbage()     -- and measure a settled heap, as a long run has
     ctx:run("leaf", function(c)
       if t_fail then out[#out + 1] = core.hrtime() - t_fail end
       if #out >= samples then
