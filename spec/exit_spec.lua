@@ -890,3 +890,36 @@ describe("h:fail", function()
     assert.matches("no node root.nope", err, 1, true)
   end)
 end)
+
+describe("T7 runaway runnables", function()
+  it("fails a runnable that never yields, and the tree keeps running", function()
+    -- The limit is in real seconds: this spec spends about 0.2 s.
+    local h = testing.new{seed = 1, runaway = 0.2}
+    h:start(function(ctx)
+      ctx:run("spin", function(c)
+        c:signal("healthy")
+        c:sleep(1)
+        while true do end
+      end, {policy = policy.never})
+      ctx:run("steady", function(c) c:signal("healthy") c:wait() end)
+      ctx:signal("healthy")
+      ctx:wait()
+    end)
+    h:advance(1)
+    assert.equal("DEAD", h:state("root.spin"))
+    assert.matches("runaway runnable: ran %d+ ms without yielding %(limit 200 ms%)",
+      h:node("root.spin").error)
+    assert.equal("HEALTHY", h:state("root.steady"))
+    assert.equal("HEALTHY", h:state("root"))
+    -- the hook is gone: the thread serves later incarnations normally
+    h:node("root.steady"):restart()
+    assert.equal("HEALTHY", h:state("root.steady"))
+    h:close()
+  end)
+
+  it("rejects a bad limit", function()
+    local ok, err = pcall(testing.new, {runaway = -1})
+    assert.is_false(ok)
+    assert.matches("runaway must be a finite number >= 0", err, 1, true)
+  end)
+end)

@@ -43,6 +43,10 @@ static int l_engine_new(lua_State *L) {
   if (ring < 1) return luaL_error(L, "engine: ring must be >= 1");
   lua_getfield(L, 1, "signals");
   int signals = lua_toboolean(L, -1);
+  lua_getfield(L, 1, "runaway");
+  double runaway = luaL_optnumber(L, -1, 10.0);
+  if (!(runaway >= 0) || !isfinite(runaway))
+    return luaL_error(L, "engine: runaway must be a finite number >= 0");
   lua_settop(L, 1);
   lengine *le = lua_newuserdatauv(L, sizeof *le, 0);
   le->e = NULL;
@@ -50,6 +54,7 @@ static int l_engine_new(lua_State *L) {
   le->e = arbor_engine_new(L, virt, seed, (size_t)ring);
   if (!le->e) return luaL_error(L, "engine: out of memory");
   le->e->signals = signals;
+  le->e->runaway = runaway;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &engines_key);
   lua_pushvalue(L, -2);
   lua_rawsetp(L, -2, le->e);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "gc.h"
+#include "watchdog.h"
 
 static arbor_engine *current_engine;
 
@@ -708,7 +709,9 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   pnode *prev = e->current;
   e->current = pn;
   e->resumes++;
+  arbor_watchdog_enter(co, e->runaway);
   int status = lua_resume(co, e->L, nargs, &nres);
+  arbor_watchdog_leave(co);
   e->current = prev;
   if (status == LUA_YIELD) {
     lua_pop(co, nres);
@@ -758,6 +761,7 @@ static void resume_node(arbor_engine *e, pnode *pn) {
 static void drain(arbor_engine *e) {
   if (e->draining) return;
   e->draining = 1;
+  if (e->ready_head && e->runaway > 0) arbor_watchdog_busy();
   arbor_engine *prev = current_engine;
   current_engine = e;
   size_t batch = e->ready_len > DRAIN_MIN ? e->ready_len : DRAIN_MIN;
@@ -1148,10 +1152,12 @@ static void pump(arbor_engine *e) {
   e->wakeups++;
   fire_due(e);
   drain(e);
-  if (e->ready_head)
+  if (e->ready_head) {
     uv_idle_start(&e->idle, on_idle); /* more to do: do not block in poll */
-  else
+  } else {
     uv_idle_stop(&e->idle);
+    arbor_watchdog_idle();
+  }
   if (arbor_engine_finished(e) || e->interrupted) {
     uv_timer_stop(&e->timer);
     uv_stop(e->loop);
@@ -1182,10 +1188,14 @@ int arbor_engine_settle(arbor_engine *e) {
   do {
     fire_due(e);
     drain(e);
-    if (e->resumes > limit) return -1;
+    if (e->resumes > limit) {
+      arbor_watchdog_idle();
+      return -1;
+    }
   } while (e->ready_head ||
            (arbor_sched_peek(&e->sched) &&
             arbor_sched_peek(&e->sched)->due <= step_time(e)));
+  arbor_watchdog_idle();
   return 0;
 }
 
@@ -1229,6 +1239,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->r_escalate = reason_lit("escalate");
   e->r_forced = reason_lit("forced");
   e->settle_limit = 10000000;
+  e->runaway = 10.0;
   e->t0 = uv_hrtime();
   if (!virtual_clock) {
     e->loop = malloc(sizeof *e->loop);

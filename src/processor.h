@@ -103,6 +103,7 @@ struct arbor_engine {
   } pool[ARBOR_THREAD_POOL]; /* reset threads kept for reuse */
   size_t npool;
   uint64_t settle_limit;  /* resumes one settle may take (virtual clock) */
+  double runaway;         /* seconds one resume may run; 0: no limit */
   pnode *current;        /* node being resumed */
   int draining;
   int stop_requested;

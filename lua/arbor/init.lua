@@ -171,13 +171,14 @@ local function print_log(dn, line, time)
 end
 
 local run_options = {policy = true, shutdown = true, seed = true, ring = true,
-  signals = true, log = true, on_event = true, quiet = true}
+  signals = true, log = true, on_event = true, quiet = true, runaway = true}
 
 --- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
 -- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
 -- up (T11). Returns true, or false and the reason.
 -- opts: policy, shutdown, seed, ring (event ring size), signals (default
--- true), log (function(dn, line, time)), on_event (function(ev)), quiet.
+-- true), log (function(dn, line, time)), on_event (function(ev)), quiet,
+-- runaway (seconds a runnable may run without yielding, default 10).
 function M.run(root, opts)
   if type(root) ~= "function" then
     error("arbor.run(root): the root runnable must be a function, got "
@@ -199,7 +200,7 @@ function M.run(root, opts)
     error("arbor.run: a tree is already running in this process", 2)
   end
   local e = core.engine{virtual = false, seed = opts.seed or os.time(),
-    ring = opts.ring, signals = opts.signals ~= false}
+    ring = opts.ring, signals = opts.signals ~= false, runaway = opts.runaway}
   e:set_default_policy(policy.exponential())
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
   if opts.log then
