@@ -1,0 +1,221 @@
+/* decide.c: restart decisions (T8, P1-P3): asking a node's policy (under
+ * an instruction budget, with the default policy standing in for a faulty
+ * one), acting on the decision, and escalation.
+ */
+#include "internal.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc.h"
+
+/* ---- policies (P1-P3) ----------------------------------------------- */
+
+static void budget_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  luaL_error(L, "instruction budget exceeded");
+}
+
+/* Calls the function on top of L with nargs under the instruction budget.
+   [-(nargs+1), +1, -]: pushes the result or the error message. */
+int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
+  lua_sethook(L, budget_hook, LUA_MASKCOUNT, e->instruction_budget);
+  int st = lua_pcall(L, nargs, 1, 0);
+  lua_sethook(L, NULL, 0, 0);
+  return st;
+}
+
+/* Pushes the policy event of P1 for pn. The engine reuses one table (and
+   its failures array) for every call that is not nested in another: building
+   a fresh one cost more than the rest of a restart. [-0, +1, m] */
+static void push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
+  char buf[1024];
+  size_t dl = arbor_node_dn(&pn->n, buf, sizeof buf);
+  int reuse = e->policy_depth == 0;
+  if (reuse && e->policy_ev_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
+  } else {
+    lua_createtable(L, 0, 7);
+    if (reuse) {
+      lua_pushvalue(L, -1);
+      e->policy_ev_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+  }
+  lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
+  lua_setfield(L, -2, "dn");
+  if (pn->error)
+    lua_pushlstring(L, pn->error->s, pn->error->len);
+  else
+    lua_pushliteral(L, "");
+  lua_setfield(L, -2, "err");
+  lua_pushinteger(L, pn->consecutive);
+  lua_setfield(L, -2, "consecutive");
+  lua_pushinteger(L, pn->restarts);
+  lua_setfield(L, -2, "restarts");
+  if (lua_getfield(L, -1, "failures") != LUA_TTABLE || !reuse) {
+    lua_pop(L, 1);
+    lua_createtable(L, ARBOR_FAILURES, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "failures");
+  }
+  unsigned i = 0;
+  for (; i < pn->nfail; i++) {
+    lua_pushnumber(L, pn->failures[(pn->fail_start + i) % ARBOR_FAILURES]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  for (; i < ARBOR_FAILURES; i++) { /* clear what a previous call left */
+    if (lua_rawgeti(L, -1, (lua_Integer)i + 1) == LUA_TNIL) {
+      lua_pop(L, 1);
+      break;
+    }
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_pop(L, 1);
+  lua_pushnumber(L, pn->exited - pn->started);
+  lua_setfield(L, -2, "uptime");
+  lua_pushnumber(L, arbor__step_time(e));
+  lua_setfield(L, -2, "now");
+}
+
+enum { DECIDE_RESTART, DECIDE_STOP, DECIDE_ESCALATE, DECIDE_FAULTY };
+
+/* Interprets the value on top of L (popped) as a decision. */
+static int read_decision(lua_State *L, double *delay) {
+  int d = DECIDE_FAULTY;
+  if (lua_type(L, -1) == LUA_TNUMBER) {
+    double v = lua_tonumber(L, -1);
+    if (isfinite(v) && v >= 0) {
+      *delay = v;
+      d = DECIDE_RESTART;
+    }
+  } else if (lua_type(L, -1) == LUA_TSTRING) {
+    const char *s = lua_tostring(L, -1);
+    if (strcmp(s, "stop") == 0) d = DECIDE_STOP;
+    if (strcmp(s, "escalate") == 0) d = DECIDE_ESCALATE;
+  }
+  lua_pop(L, 1);
+  return d;
+}
+
+static int consult(arbor_engine *e, pnode *pn, double *delay);
+
+/* Asks pn's policy (or the default) what to do after a death. */
+static int ask_policy(arbor_engine *e, pnode *pn, double *delay) {
+  e->policy_calls++;
+  arbor_engine *prev = arbor__current;
+  arbor__current = e;
+  int d = consult(e, pn, delay);
+  arbor__current = prev;
+  return d;
+}
+
+/* ask_policy's body: the node's policy, then the default on a fault. */
+static int consult(arbor_engine *e, pnode *pn, double *delay) {
+  lua_State *L = e->L;
+  int ref = pn->policy_ref != LUA_NOREF ? pn->policy_ref : e->default_policy_ref;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    push_policy_event(e, pn, L);
+    e->policy_depth++;
+    int st = arbor__budget_call(e, L, 1);
+    e->policy_depth--;
+    arbor_str *why = NULL;
+    if (st == LUA_OK) {
+      lua_pushvalue(L, -1);
+      int d = read_decision(L, delay);
+      if (d != DECIDE_FAULTY) {
+        lua_pop(L, 1);
+        return d;
+      }
+      const char *tn = luaL_typename(L, -1);
+      char shown[64] = "";
+      if (lua_type(L, -1) == LUA_TNUMBER || lua_type(L, -1) == LUA_TSTRING) {
+        lua_pushvalue(L, -1); /* lua_tostring converts in place */
+        snprintf(shown, sizeof shown, " %.40s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+      why = arbor_str_fmt("faulty policy: returned %s%s (want a number >= 0, "
+                          "\"stop\" or \"escalate\")%s",
+                          tn, shown, attempt ? "" : "; the default decides");
+    } else {
+      const char *msg = lua_tostring(L, -1);
+      why = arbor_str_fmt("faulty policy: %s%s", msg ? msg : "(error)",
+                          attempt ? "" : "; the default decides");
+      lua_pop(L, 1);
+    }
+    arbor_engine_event(e, pn, ARBOR_EV_POLICY, why);
+    arbor_engine_log(e, pn, why);
+    arbor_str_unref(why);
+    if (ref == e->default_policy_ref) break;
+    ref = e->default_policy_ref;
+  }
+  *delay = 1.0; /* the default itself failed: retry in a second */
+  return DECIDE_RESTART;
+}
+
+static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why);
+
+/* pn's subtree has exited and it wants a restart (T8): decide and act. */
+void arbor__decide(arbor_engine *e, pnode *pn) {
+  if (e->closing) return;
+  double delay = 0;
+  int d = DECIDE_RESTART;
+  if (pn->n.state == ARBOR_DEAD) {
+    d = ask_policy(e, pn, &delay);
+    arbor_str *r = d == DECIDE_STOP       ? e->r_stop
+                   : d == DECIDE_ESCALATE ? e->r_escalate
+                                          : NULL;
+    arbor__emit_delay(e, pn, ARBOR_EV_POLICY, (arbor_state)pn->n.state,
+               (arbor_state)pn->n.state, r, d == DECIDE_RESTART ? delay : -1);
+  }
+  if (d == DECIDE_RESTART) {
+    arbor_gc_reset(&pn->n);
+    if (delay <= 0)
+      arbor_engine_start(e, pn);
+    else
+      arbor__arm(e, &pn->wake, TIMER_RESTART, arbor__step_time(e) + delay);
+    return;
+  }
+  pn->n.flags |= ARBOR_F_HELD;
+  pnode *parent = (pnode *)pn->n.parent;
+  if (!parent) {
+    e->gave_up = 1;
+    arbor_str_unref(e->gave_up_reason);
+    e->gave_up_reason = arbor_str_fmt(
+        "root gave up (%s): %s", d == DECIDE_STOP ? "stop" : "escalate",
+        pn->error ? pn->error->s : "");
+    return;
+  }
+  if (d == DECIDE_ESCALATE) {
+    char buf[1024];
+    arbor_node_dn(&pn->n, buf, sizeof buf);
+    arbor_str *why = arbor_str_fmt("child %s escalated: %s", buf,
+                                   pn->error ? pn->error->s : "");
+    declare_dead(e, parent, why);
+    arbor_str_unref(why);
+  }
+}
+
+/* Declares pn DEAD from outside (escalation, P2): it is failed as if its
+   incarnation had died, and its own policy decides once its subtree has
+   exited. */
+static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
+  if (pn->n.state == ARBOR_DEAD) return; /* already failing */
+  arbor__record_failure(e, pn);
+  arbor_str_set(&pn->error, why);
+  arbor_str_set(&pn->trace, NULL);
+  pn->n.flags |= ARBOR_F_DECLARED;
+  arbor__set_reason(e, arbor_str_ref(why));
+  arbor_tree_set_state(&pn->n, ARBOR_DEAD);
+  arbor__set_reason(e, NULL);
+  if (arbor_node_running(&pn->n)) pn->exited = arbor__step_time(e);
+  arbor__spread_death(e, pn);
+  if (pn->n.live == 0) arbor__after_exit(e, pn);
+}

@@ -1,0 +1,61 @@
+/* internal.h: what the engine's own files share (processor.c, loop.c,
+ * decide.c, runner.c), with libuv's uv__ convention: arbor__ names are not
+ * for the bindings.
+ */
+#ifndef ARBOR_INTERNAL_H
+#define ARBOR_INTERNAL_H
+
+#include "processor.h"
+
+/* The engine draining now, if any. */
+extern arbor_engine *arbor__current;
+
+/* The time of the current step: read once per resume or timer pass, so one
+   restart does not read the clock a dozen times. */
+static inline double arbor__step_time(arbor_engine *e) {
+  return e->virtual_clock ? e->vnow : e->step_now;
+}
+
+static inline void arbor__step_begin(arbor_engine *e) {
+  if (!e->virtual_clock) e->step_now = arbor_engine_now(e);
+}
+
+/* processor.c */
+void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                       arbor_state from, arbor_state to, arbor_str *reason,
+                       double delay);
+void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                 arbor_state from, arbor_state to, arbor_str *reason);
+arbor_str *arbor__reason_lit(const char *s);
+void arbor__enqueue(arbor_engine *e, pnode *pn);
+void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
+void arbor__set_reason(arbor_engine *e, arbor_str *r);
+void arbor__spread_death(arbor_engine *e, pnode *pn);
+void arbor__record_failure(arbor_engine *e, pnode *pn);
+void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
+                      arbor_str *reason, arbor_str *trace);
+void arbor__after_exit(arbor_engine *e, pnode *pn);
+void arbor__stop_advance(arbor_engine *e, pnode *pn);
+void arbor__drain(arbor_engine *e);
+
+/* loop.c */
+void arbor__need_drain(arbor_engine *e);
+void arbor__force_close(arbor_engine *e, pnode *pn);
+void arbor__kill_all(arbor_engine *e);
+void arbor__deliver_events(arbor_engine *e);
+
+/* decide.c */
+void arbor__decide(arbor_engine *e, pnode *pn);
+int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);
+
+/* l_engine.c: an event as a Lua table. [-0, +1, m] */
+void arbor_push_event_table(arbor_engine *e, lua_State *L,
+                            const arbor_event *ev);
+
+/* runner.c */
+int arbor__runner(lua_State *L);
+arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
+arbor_str *arbor__traceback(lua_State *co, int level, int skip_bottom,
+                            pnode *pn);
+
+#endif
