@@ -5,27 +5,12 @@ local testing = require "arbor.testing"
 local arbor = require "arbor"
 local policy = require "arbor.policy"
 
--- Harnesses made by a test are closed after it: an engine left with a
--- running incarnation would otherwise be finalized at interpreter exit.
-local open = {}
-local function new(opts)
-  local h = testing.new(opts or {seed = 1})
-  open[#open + 1] = h
-  return h
-end
+local support = require "support"
+local new = support.new
+local idle = support.idle
+local transitions = support.transitions
 
-local function idle(ctx)
-  ctx:signal("healthy")
-  ctx:wait()
-end
-
-local function transitions(h, dn)
-  local out = {}
-  for _, ev in ipairs(h:events{kind = "state", dn = dn}) do
-    out[#out + 1] = ev.from .. ">" .. ev.to
-  end
-  return out
-end
+after_each(support.close_all)
 
 -- A tree whose root runs one child "w" with fn (policy never by default,
 -- so that the exit state stays visible).
@@ -37,13 +22,6 @@ local function with_child(fn, opts)
   end)
   return h
 end
-
-after_each(function()
-  for i = #open, 1, -1 do
-    open[i]:close()
-    open[i] = nil
-  end
-end)
 
 describe("T5 exit classification", function()
   it("returned after done: DONE", function()

@@ -4,32 +4,12 @@ local testing = require "arbor.testing"
 local arbor = require "arbor"
 local policy = require "arbor.policy"
 
-local open = {}
-local function new(opts)
-  local h = testing.new(opts or {seed = 1})
-  open[#open + 1] = h
-  return h
-end
+local support = require "support"
+local new = support.new
+local idle = support.idle
+local transitions = support.transitions
 
-after_each(function()
-  for i = #open, 1, -1 do
-    open[i]:close()
-    open[i] = nil
-  end
-end)
-
-local function idle(ctx)
-  ctx:signal("healthy")
-  ctx:wait()
-end
-
-local function transitions(h, dn)
-  local out = {}
-  for _, ev in ipairs(h:events{kind = "state", dn = dn}) do
-    out[#out + 1] = ev.from .. ">" .. ev.to
-  end
-  return out
-end
+after_each(support.close_all)
 
 -- A runnable that becomes healthy, then dies after `after` seconds.
 local function dies_after(after, msg)

@@ -4,24 +4,11 @@
 local testing = require "arbor.testing"
 local policy = require "arbor.policy"
 
-local open = {}
-local function new(opts)
-  local h = testing.new(opts or {seed = 1})
-  open[#open + 1] = h
-  return h
-end
+local support = require "support"
+local new = support.new
+local idle = support.idle
 
-after_each(function()
-  for i = #open, 1, -1 do
-    open[i]:close()
-    open[i] = nil
-  end
-end)
-
-local function idle(ctx)
-  ctx:signal("healthy")
-  ctx:wait()
-end
+after_each(support.close_all)
 
 -- A tree with one child "w" running fn under policy p.
 local function with_child(fn, p, hopts)

@@ -5,20 +5,9 @@ local testing = require "arbor.testing"
 local arbor = require "arbor"
 local policy = require "arbor.policy"
 
--- A runnable that becomes HEALTHY and parks until canceled.
-local function idle(ctx)
-  ctx:signal("healthy")
-  ctx:wait()
-end
-
--- State events of dn (or of every node), as "FROM>TO" strings.
-local function transitions(h, dn)
-  local out = {}
-  for _, ev in ipairs(h:events{kind = "state", dn = dn}) do
-    out[#out + 1] = ev.from .. ">" .. ev.to
-  end
-  return out
-end
+local support = require "support"
+local idle = support.idle
+local transitions = support.transitions
 
 describe("T1 DNs", function()
   it("names the root 'root' and joins names with dots", function()

@@ -1,0 +1,40 @@
+-- Helpers shared by arbor's own specs (required as "support").
+local testing = require "arbor.testing"
+
+local M = {}
+
+-- Harnesses made by a test are closed after it (support.close_all in
+-- after_each): an engine left with a running incarnation would otherwise be
+-- finalized at interpreter exit.
+local open = {}
+
+--- A harness (seed 1 unless opts say otherwise), closed after the test.
+function M.new(opts)
+  local h = testing.new(opts or {seed = 1})
+  open[#open + 1] = h
+  return h
+end
+
+function M.close_all()
+  for i = #open, 1, -1 do
+    open[i]:close()
+    open[i] = nil
+  end
+end
+
+--- A runnable that becomes HEALTHY and parks until canceled.
+function M.idle(ctx)
+  ctx:signal("healthy")
+  ctx:wait()
+end
+
+--- State events of dn (or of every node), as "FROM>TO" strings.
+function M.transitions(h, dn)
+  local out = {}
+  for _, ev in ipairs(h:events{kind = "state", dn = dn}) do
+    out[#out + 1] = ev.from .. ">" .. ev.to
+  end
+  return out
+end
+
+return M
