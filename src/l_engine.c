@@ -226,12 +226,13 @@ static void setbool(lua_State *L, const char *k, int v) {
   lua_setfield(L, -2, k);
 }
 
-/* [-0, +1, m] the fields of T13a for pn. */
-static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
+/* [-0, +1, m] a table with the fields that node views and tree snapshots
+   share: dn, name, state, restarts, incarnation, error, blocked,
+   lifecycle. */
+static void push_summary(lua_State *L, pnode *pn, int extra) {
   arbor_node *n = &pn->n;
   char buf[ARBOR_DN_BUF];
-  double now = arbor_engine_now(e);
-  lua_createtable(L, 0, 24);
+  lua_createtable(L, 0, 8 + extra);
   lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
   lua_setfield(L, -2, "dn");
   lua_pushstring(L, n->name);
@@ -239,13 +240,21 @@ static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
   lua_pushstring(L, arbor_state_name((arbor_state)n->state));
   lua_setfield(L, -2, "state");
   setint(L, "restarts", pn->restarts);
-  setint(L, "consecutive", pn->consecutive);
   setint(L, "incarnation", (lua_Integer)n->incarnation);
   setstr(L, "error", pn->error);
-  setstr(L, "traceback", pn->trace);
   setbool(L, "blocked", 0);
   lua_pushliteral(L, "main");
   lua_setfield(L, -2, "lifecycle");
+}
+
+/* [-0, +1, m] the fields of T13a for pn. */
+static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
+  arbor_node *n = &pn->n;
+  char buf[ARBOR_DN_BUF];
+  double now = arbor_engine_now(e);
+  push_summary(L, pn, 16);
+  setint(L, "consecutive", pn->consecutive);
+  setstr(L, "traceback", pn->trace);
   setbool(L, "sidecar", 0);
   setbool(L, "running", arbor_node_running(n));
   setbool(L, "canceled", arbor_node_canceled(n));
@@ -297,27 +306,12 @@ static int l_tree(lua_State *L) {
   arbor_node *top = lua_isnoneornil(L, 2) ? e->tree.root
                                           : &check_node(L, e, 2)->n;
   lua_settop(L, 2);
-  char buf[ARBOR_DN_BUF];
   /* Stack holds the chain of "children" tables of the open ancestors. */
   arbor_node *n = top;
   lua_newtable(L); /* holder: result at [1] */
-  int depth = 0;
   for (;;) {
     luaL_checkstack(L, 4, "tree too deep");
-    pnode *pn = (pnode *)n;
-    lua_createtable(L, 0, 8);
-    lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
-    lua_setfield(L, -2, "dn");
-    lua_pushstring(L, n->name);
-    lua_setfield(L, -2, "name");
-    lua_pushstring(L, arbor_state_name((arbor_state)n->state));
-    lua_setfield(L, -2, "state");
-    setint(L, "restarts", pn->restarts);
-    setint(L, "incarnation", (lua_Integer)n->incarnation);
-    setstr(L, "error", pn->error);
-    setbool(L, "blocked", 0);
-    lua_pushliteral(L, "main");
-    lua_setfield(L, -2, "lifecycle");
+    push_summary(L, (pnode *)n, 1);
     lua_createtable(L, (int)n->nchildren, 0);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "children");
@@ -328,13 +322,11 @@ static int l_tree(lua_State *L) {
     /* stack: ... parent_children, node_children */
     if (n->first) {
       n = n->first;
-      depth++;
       continue;
     }
     lua_pop(L, 1);
     while (n != top && !n->next) {
       n = n->parent;
-      depth--;
       lua_pop(L, 1);
     }
     if (n == top) break;
