@@ -62,6 +62,9 @@ arbor_str *arbor__reason_lit(const char *s) {
 void arbor__enqueue(arbor_engine *e, pnode *pn) {
   if (pn->pflags & PN_QUEUED) return;
   pn->pflags |= PN_QUEUED;
+  arbor__need_drain(e);
+  if (pn->pflags & PN_INLIST) return; /* still linked: wanted again */
+  pn->pflags |= PN_INLIST;
   pn->ready_next = NULL;
   if (e->ready_tail)
     e->ready_tail->ready_next = pn;
@@ -69,11 +72,14 @@ void arbor__enqueue(arbor_engine *e, pnode *pn) {
     e->ready_head = pn;
   e->ready_tail = pn;
   e->ready_len++;
-  arbor__need_drain(e);
 }
 
-static void dequeue(arbor_engine *e, pnode *pn) {
-  if (!(pn->pflags & PN_QUEUED)) return;
+/* Takes pn out of the ready queue: lazily, the drain skips it. */
+static void dequeue(pnode *pn) { pn->pflags &= (uint8_t)~PN_QUEUED; }
+
+/* Unlinks pn for good (it is being discarded): O(queue), and rare. */
+static void unlink_ready(arbor_engine *e, pnode *pn) {
+  if (!(pn->pflags & PN_INLIST)) return;
   pnode **p = &e->ready_head, *prev = NULL;
   while (*p && *p != pn) {
     prev = *p;
@@ -85,7 +91,7 @@ static void dequeue(arbor_engine *e, pnode *pn) {
     e->ready_len--;
   }
   pn->ready_next = NULL;
-  pn->pflags &= (uint8_t)~PN_QUEUED;
+  pn->pflags &= (uint8_t)~(PN_INLIST | PN_QUEUED);
 }
 
 void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
@@ -109,7 +115,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
     e->restarts++;
   }
   arbor_tree_start(&pn->n);
-  pn->pflags = 0;
+  pn->pflags &= PN_INLIST;
   pn->wait = WAIT_NONE;
   pn->resume = RESUME_VALUES;
   pn->shield = 0;
@@ -185,7 +191,7 @@ void arbor__record_failure(arbor_engine *e, pnode *pn) {
    DEAD, or a note; trace (taken) the traceback. */
 void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
                       arbor_str *reason, arbor_str *trace) {
-  dequeue(e, pn);
+  dequeue(pn);
   arbor__close_coroutine(e, pn);
   arbor_sched_disarm(&e->sched, &pn->wake);
   arbor_sched_disarm(&e->sched, &pn->deadline);
@@ -348,7 +354,7 @@ static void hook_detached(arbor_node *n, void *ud) {
   lua_State *L = e->L;
   arbor_sched_disarm(&e->sched, &pn->wake);
   arbor_sched_disarm(&e->sched, &pn->deadline);
-  dequeue(e, pn);
+  unlink_ready(e, pn);
   arbor__close_coroutine(e, pn);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fn_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->policy_ref);
@@ -538,13 +544,16 @@ void arbor__drain(arbor_engine *e) {
   arbor_engine *prev = arbor__current;
   arbor__current = e;
   size_t batch = e->ready_len > DRAIN_MIN ? e->ready_len : DRAIN_MIN;
-  for (; batch > 0 && e->ready_head; batch--) {
+  while (batch > 0 && e->ready_head) {
     pnode *pn = e->ready_head;
     e->ready_head = pn->ready_next;
     if (!e->ready_head) e->ready_tail = NULL;
     e->ready_len--;
     pn->ready_next = NULL;
-    pn->pflags &= (uint8_t)~PN_QUEUED;
+    int wanted = (pn->pflags & PN_QUEUED) != 0;
+    pn->pflags &= (uint8_t)~(PN_QUEUED | PN_INLIST);
+    if (!wanted) continue;
+    batch--;
     arbor__step_begin(e);
     resume_node(e, pn);
     arbor__deliver_events(e);
@@ -605,6 +614,14 @@ static void on_close(uv_handle_t *h) { (void)h; }
 void arbor_engine_free(arbor_engine *e) {
   lua_State *L = e->L;
   arbor__kill_all(e);
+  /* empty the ready queue in one pass, so discarding stays linear */
+  for (pnode *pn = e->ready_head, *next; pn; pn = next) {
+    next = pn->ready_next;
+    pn->ready_next = NULL;
+    pn->pflags &= (uint8_t)~(PN_QUEUED | PN_INLIST);
+  }
+  e->ready_head = e->ready_tail = NULL;
+  e->ready_len = 0;
   arbor_tree_close(&e->tree);
   arbor_ring_close(&e->ring);
   if (e->outbox.ev) arbor_ring_close(&e->outbox);

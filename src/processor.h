@@ -33,7 +33,9 @@ enum {
   PN_RESUMED = 1u << 0,  /* the incarnation has run at least once */
   PN_NOTIFIED = 1u << 1, /* told of its cancellation: blocking calls raise */
   PN_STOPPING = 1u << 2, /* ordered stop in progress below this node */
-  PN_QUEUED = 1u << 3,   /* in the ready queue */
+  PN_QUEUED = 1u << 3,   /* to be resumed: wanted in the ready queue */
+  PN_INLIST = 1u << 4,   /* linked in the ready queue (maybe no longer
+                            wanted: removal is lazy, O(1)) */
 };
 
 #define ARBOR_LOG_LINES 64
