@@ -103,19 +103,7 @@ static int read_decision(lua_State *L, double *delay) {
   return d;
 }
 
-static int consult(arbor_engine *e, pnode *pn, double *delay);
-
-/* Asks pn's policy (or the default) what to do after a death. */
-static int ask_policy(arbor_engine *e, pnode *pn, double *delay) {
-  e->policy_calls++;
-  arbor_engine *prev = arbor__current;
-  arbor__current = e;
-  int d = consult(e, pn, delay);
-  arbor__current = prev;
-  return d;
-}
-
-/* ask_policy's body: the node's policy, then the default on a fault. */
+/* The node's policy decides, or the default one when it is faulty. */
 static int consult(arbor_engine *e, pnode *pn, double *delay) {
   lua_State *L = e->L;
   int ref = pn->policy_ref != LUA_NOREF ? pn->policy_ref : e->default_policy_ref;
@@ -160,7 +148,32 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
   return DECIDE_RESTART;
 }
 
-static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why);
+/* Asks pn's policy (or the default) what to do after a death. */
+static int ask_policy(arbor_engine *e, pnode *pn, double *delay) {
+  e->policy_calls++;
+  arbor_engine *prev = arbor__current;
+  arbor__current = e;
+  int d = consult(e, pn, delay);
+  arbor__current = prev;
+  return d;
+}
+
+/* Declares pn DEAD from outside (escalation, P2): it is failed as if its
+   incarnation had died, and its own policy decides once its subtree has
+   exited. */
+static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
+  if (pn->n.state == ARBOR_DEAD) return; /* already failing */
+  arbor__record_failure(e, pn);
+  arbor_str_set(&pn->error, why);
+  arbor_str_set(&pn->trace, NULL);
+  pn->n.flags |= ARBOR_F_DECLARED;
+  arbor__set_reason(e, arbor_str_ref(why));
+  arbor_tree_set_state(&pn->n, ARBOR_DEAD);
+  arbor__set_reason(e, NULL);
+  if (arbor_node_running(&pn->n)) pn->exited = arbor__step_time(e);
+  arbor__spread_death(e, pn);
+  if (pn->n.live == 0) arbor__after_exit(e, pn);
+}
 
 /* pn's subtree has exited and it wants a restart (T8): decide and act. */
 void arbor__decide(arbor_engine *e, pnode *pn) {
@@ -201,21 +214,4 @@ void arbor__decide(arbor_engine *e, pnode *pn) {
     declare_dead(e, parent, why);
     arbor_str_unref(why);
   }
-}
-
-/* Declares pn DEAD from outside (escalation, P2): it is failed as if its
-   incarnation had died, and its own policy decides once its subtree has
-   exited. */
-static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
-  if (pn->n.state == ARBOR_DEAD) return; /* already failing */
-  arbor__record_failure(e, pn);
-  arbor_str_set(&pn->error, why);
-  arbor_str_set(&pn->trace, NULL);
-  pn->n.flags |= ARBOR_F_DECLARED;
-  arbor__set_reason(e, arbor_str_ref(why));
-  arbor_tree_set_state(&pn->n, ARBOR_DEAD);
-  arbor__set_reason(e, NULL);
-  if (arbor_node_running(&pn->n)) pn->exited = arbor__step_time(e);
-  arbor__spread_death(e, pn);
-  if (pn->n.live == 0) arbor__after_exit(e, pn);
 }

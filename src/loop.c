@@ -55,20 +55,15 @@ static void fire(arbor_engine *e, arbor_timer *t) {
   }
 }
 
-/* Fires every timer due now; returns how many fired. */
-static int fire_due(arbor_engine *e) {
-  int count = 0;
+/* Fires every timer due now. */
+static void fire_due(arbor_engine *e) {
   arbor__step_begin(e);
   double now = arbor__step_time(e);
   arbor_timer *t;
   arbor_engine *prev = arbor__current;
   arbor__current = e;
-  while ((t = arbor_sched_pop_due(&e->sched, now))) {
-    fire(e, t);
-    count++;
-  }
+  while ((t = arbor_sched_pop_due(&e->sched, now))) fire(e, t);
   arbor__current = prev;
-  return count;
 }
 
 int arbor_engine_finished(arbor_engine *e) {

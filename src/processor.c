@@ -154,9 +154,11 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
   }
 }
 
-/* Releases the incarnation's coroutine; pending <close> variables run. A
-   thread that reset cleanly is kept for a later incarnation: reset, it is
-   as fresh as a new one, and reusing it spares the allocator and the GC. */
+/* Releases the incarnation's coroutine and keeps its thread for a later
+   incarnation (up to ARBOR_THREAD_POOL), which spares the allocator and the
+   GC. A thread whose runner returned is as good as new once emptied; one
+   that is suspended (a forced close) or died outside the runner is reset
+   first, which runs its pending <close> variables. */
 void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
   if (lua_status(pn->co) != LUA_OK) /* suspended, or died outside runner */
@@ -223,7 +225,6 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
       arbor__stop_advance(e, p);
     a = a->parent;
   }
-  /* Group siblings canceled while already exited are candidates too. */
   arbor_node *cand = arbor_gc_candidate(&pn->n);
   if (cand) arbor__decide(e, (pnode *)cand);
 }
