@@ -131,6 +131,14 @@ static int l_run(lua_State *L) {
     lua_pushstring(L, e->gave_up_reason ? e->gave_up_reason->s : "gave up");
     return 2;
   }
+  if (e->forced_in_stop) { /* T12: not a clean stop */
+    lua_pushboolean(L, 0);
+    lua_pushfstring(L,
+                    "the tree stopped, but %d node(s) were closed at their "
+                    "shutdown deadline (the first: %s)",
+                    (int)e->forced_in_stop, e->first_forced->s);
+    return 2;
+  }
   lua_pushboolean(L, 1);
   return 1;
 }

@@ -33,6 +33,14 @@ uint64_t arbor_engine_random(arbor_engine *e) {
 /* Forced close at the shutdown deadline (T7). */
 void arbor__force_close(arbor_engine *e, pnode *pn) {
   pn->n.flags |= ARBOR_F_FORCED;
+  if (e->stop_requested && !e->closing) {
+    if (!e->first_forced) {
+      char dn[1024];
+      arbor_node_dn(&pn->n, dn, sizeof dn);
+      e->first_forced = arbor_str_new(dn, strlen(dn));
+    }
+    e->forced_in_stop++;
+  }
   arbor__node_exit(e, pn, ARBOR_CANCELED, arbor_str_ref(e->r_forced), NULL);
 }
 

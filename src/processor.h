@@ -113,6 +113,8 @@ struct arbor_engine {
   int closing;           /* tearing down: no more restarts */
   int zombie;            /* freed; memory kept for referenced nodes */
   int gave_up;
+  unsigned forced_in_stop; /* forced closes while the tree stopped */
+  arbor_str *first_forced;  /* the DN of the first of them */
   arbor_str *gave_up_reason;
   arbor_str *reason;     /* reason for the next state event */
   arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced;

@@ -94,6 +94,21 @@ describe("arbor binary", function()
     assert.matches("root fails too", out, 1, true)
   end)
 
+  it("exits 1 when a node had to be closed at its shutdown deadline", function()
+    local marker = tmpname()
+    local p = io.popen("sh -c 'echo $$; exec " .. bin .. " run --quiet " .. fixtures
+      .. "stubborn.lua " .. marker .. " 2>&1'; echo \"exit:$?\"")
+    local pid = p:read("l")
+    assert.is_true(wait_for_file(marker))
+    os.execute("kill -TERM " .. pid)
+    local rest = p:read("a")
+    p:close()
+    os.remove(marker)
+    assert.matches("exit:1", rest, 1, true)
+    assert.matches("1 node(s) were closed at their shutdown deadline (the first: root.stubborn)",
+      rest, 1, true)
+  end)
+
   it("stops the tree in order on SIGTERM and exits 0", function()
     local marker = tmpname()
     local out = tmpname()
