@@ -1,5 +1,5 @@
 /* internal.h: what the engine's own files share (processor.c, loop.c,
- * decide.c, runner.c), with libuv's uv__ convention: arbor__ names are not
+ * decide.c, failure.c), with libuv's uv__ convention: arbor__ names are not
  * for the bindings.
  */
 #ifndef ARBOR_INTERNAL_H
@@ -52,10 +52,8 @@ int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
 
-/* runner.c */
-int arbor__runner(lua_State *L);
+/* failure.c */
 arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
-arbor_str *arbor__traceback(lua_State *co, int level, int skip_bottom,
-                            pnode *pn);
+arbor_str *arbor__traceback(lua_State *co, pnode *pn);
 
 #endif

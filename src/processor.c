@@ -131,10 +131,9 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
     pn->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   }
   pn->co = co;
-  lua_pushcfunction(co, arbor__runner);
   lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
   arbor_push_ctx(co, pn);
-  pn->nargs = 2;
+  pn->nargs = 1;
   arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
        pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   arbor__enqueue(e, pn);
@@ -156,12 +155,12 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
 
 /* Releases the incarnation's coroutine and keeps its thread for a later
    incarnation (up to ARBOR_THREAD_POOL), which spares the allocator and the
-   GC. A thread whose runner returned is as good as new once emptied; one
-   that is suspended (a forced close) or died outside the runner is reset
-   first, which runs its pending <close> variables. */
+   GC. A thread that returned is as good as new once emptied; one that is
+   suspended (a forced close) or died of an error is reset first, which runs
+   its pending <close> variables. */
 void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
-  if (lua_status(pn->co) != LUA_OK) /* suspended, or died outside runner */
+  if (lua_status(pn->co) != LUA_OK) /* suspended, or dead of an error */
     lua_resetthread(pn->co); /* returns the error the thread died with */
   lua_settop(pn->co, 0);     /* which it leaves on the stack */
   if (e->npool < ARBOR_THREAD_POOL && !e->closing) {
@@ -498,17 +497,6 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     if (pn->wait == WAIT_NONE) arbor__enqueue(e, pn); /* a plain coroutine.yield() */
     return;
   }
-  if (status == LUA_OK && nres == 2) { /* runner caught an error */
-    arbor_str *trace = e->trace;
-    e->trace = NULL;
-    if ((pn->pflags & PN_NOTIFIED) && arbor_is_canceled(co, -1)) {
-      arbor_str_unref(trace);
-      arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
-    } else {
-      arbor__node_exit(e, pn, ARBOR_DEAD, arbor__error_message(e, co, pn), trace);
-    }
-    return;
-  }
   if (status == LUA_OK) {
     lua_pop(co, nres);
     if (pn->done)
@@ -527,9 +515,10 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     return;
   }
-  /* an error outside runner's protection (out of memory, say) */
+  /* the coroutine died: its stack is intact for the traceback until
+     arbor__close_coroutine resets it */
   arbor_str *msg = arbor__error_message(e, co, pn);
-  arbor__node_exit(e, pn, ARBOR_DEAD, msg, arbor__traceback(co, 0, 0, pn));
+  arbor__node_exit(e, pn, ARBOR_DEAD, msg, arbor__traceback(co, pn));
 }
 
 /* The single drain point: resumes the incarnations that were ready when it
@@ -635,7 +624,6 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_str_unref(e->r_stop);
   arbor_str_unref(e->r_escalate);
   arbor_str_unref(e->r_forced);
-  arbor_str_unref(e->trace);
   if (e->loop) {
     uv_close((uv_handle_t *)&e->timer, on_close);
     uv_close((uv_handle_t *)&e->check, on_close);

@@ -118,7 +118,6 @@ struct arbor_engine {
   arbor_str *gave_up_reason;
   arbor_str *reason;     /* reason for the next state event */
   arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced;
-  arbor_str *trace;      /* traceback taken by the runner's handler */
   arbor_ring outbox;     /* events not yet delivered to subscribers */
   int delivering;
   uint64_t rng;

@@ -935,7 +935,7 @@ TEST(hash_growth_100k_children) {
   }
   ASSERT_UINT_EQ(p->nchildren, N);
   ASSERT_UINT_EQ(t.nnodes, N + 2);
-  ASSERT_UINT_GE(t.nbuckets, t.nnodes);
+  ASSERT_UINT_GE(2 * t.nbuckets, t.nnodes); /* load factor <= 2 */
   ASSERT_EQ(t.nbuckets & (t.nbuckets - 1), 0); /* a power of two */
   for (int i = 0; i < N; i++) {
     int len = snprintf(name, sizeof name, "n%d", i);

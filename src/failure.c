@@ -1,6 +1,5 @@
-/* runner.c: the coroutine side of an incarnation: the runner every
- * incarnation's coroutine starts with, the error it leaves with, and the
- * cancellation error value.
+/* failure.c: what an incarnation leaves with: its error as a message, its
+ * traceback, and the cancellation error value.
  */
 #include "internal.h"
 
@@ -116,15 +115,13 @@ static void sb_int(sbuf *sb, int v) {
 /* The traceback of a dead coroutine, in luaL_traceback's format but without
    its search of package.loaded for function names (and without printf),
    which would cost more than the rest of a restart. */
-arbor_str *arbor__traceback(lua_State *co, int level, int skip_bottom,
-                            pnode *pn) {
+arbor_str *arbor__traceback(lua_State *co, pnode *pn) {
   sbuf sb;
   sb.n = 0;
-  lua_Debug ar, below;
+  lua_Debug ar;
   sb_str(&sb, "stack traceback:");
-  for (int first = level; lua_getstack(co, level, &ar); level++) {
-    if (skip_bottom && !lua_getstack(co, level + 1, &below)) break;
-    if (level - first >= 22) {
+  for (int level = 0; lua_getstack(co, level, &ar); level++) {
+    if (level >= 22) {
       sb_str(&sb, "\n\t...");
       break;
     }
@@ -155,40 +152,4 @@ arbor_str *arbor__traceback(lua_State *co, int level, int skip_bottom,
     }
   }
   return str_reuse(pn->trace, sb.b, sb.n);
-}
-
-/* ---- the runner -----------------------------------------------------
-   Every incarnation's coroutine runs arbor__runner(fn, ctx): it calls the runnable
-   under lua_pcallk with a message handler, so an error is caught inside the
-   coroutine, with the traceback taken where it was raised, and the coroutine
-   returns normally (true, or false and the error). Its thread is then
-   reusable as it is, without the lua_resetthread that would shrink its stack
-   only for the next incarnation to grow it again. */
-
-static int runner_msgh(lua_State *L) {
-  arbor_engine *e = arbor__current;
-  pnode *pn = e ? e->current : NULL;
-  /* a canceled node leaving with the cancellation error needs no trace */
-  if (pn && !((pn->pflags & PN_NOTIFIED) && arbor_is_canceled(L, 1))) {
-    arbor_str_unref(e->trace);
-    e->trace = arbor__traceback(L, 1, 1, pn); /* skip msgh and runner */
-  }
-  return 1;
-}
-
-static int runner_k(lua_State *L, int status, lua_KContext k) {
-  (void)k;
-  if (status == LUA_OK || status == LUA_YIELD) {
-    lua_pushboolean(L, 1);
-    return 1;
-  }
-  lua_pushboolean(L, 0);
-  lua_insert(L, -2);
-  return 2; /* false, err */
-}
-
-int arbor__runner(lua_State *L) {
-  lua_pushcfunction(L, runner_msgh);
-  lua_insert(L, 1); /* msgh, fn, ctx */
-  return runner_k(L, lua_pcallk(L, 1, 0, 1, 0, runner_k), 0);
 }
