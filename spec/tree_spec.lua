@@ -816,3 +816,35 @@ describe("T13 runtime operations", function()
     assert.equal(1, c.incarnation)
   end)
 end)
+
+describe("shared runnables", function()
+  it("lets nodes share a function while one of them is swapped", function()
+    local h = testing.new{seed = 1}
+    local ran = {}
+    local function worker(c)
+      ran[#ran + 1] = c.name .. ":old"
+      idle(c)
+    end
+    local function group(c)
+      c:run("a", worker)
+      c:run("b", worker)
+      idle(c)
+    end
+    h:start(function(ctx)
+      ctx:run("g", group)
+      ctx:run("c", worker)
+      idle(ctx)
+    end)
+    h:node("root.g.a"):swap(function(c)
+      ran[#ran + 1] = c.name .. ":new"
+      idle(c)
+    end, {restart = true})
+    h:node("root.g.b"):restart()
+    -- g restarts: a and b are discarded and added again on the old code
+    h:node("root.g"):restart()
+    h:node("root.c"):restart()
+    assert.same({"a:old", "b:old", "c:old", "a:new", "b:old", "a:old", "b:old",
+      "c:old"}, ran)
+    h:close()
+  end)
+end)

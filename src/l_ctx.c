@@ -298,12 +298,9 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   int err = 0;
   pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
   if (!c) name_error(L, parent, name, err);
-  lua_pushvalue(L, fn_idx);
-  c->fn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  if (o->policy_idx) {
-    lua_pushvalue(L, o->policy_idx);
-    c->policy_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  }
+  arbor_engine *e = pn_engine(parent);
+  c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
+  if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
   c->shutdown = o->shutdown;
   return c;
 }

@@ -104,14 +104,9 @@ static int l_start(lua_State *L) {
   pnode *root = (pnode *)e->tree.root;
   if (root->n.incarnation > 0) return luaL_error(L, "engine already started");
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  lua_pushvalue(L, 2);
-  int fn = luaL_ref(L, LUA_REGISTRYINDEX);
-  int policy = LUA_NOREF;
-  if (!lua_isnoneornil(L, 3)) {
-    luaL_checktype(L, 3, LUA_TFUNCTION);
-    lua_pushvalue(L, 3);
-    policy = luaL_ref(L, LUA_REGISTRYINDEX);
-  }
+  if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TFUNCTION);
+  int fn = arbor_engine_ref_fn(e, L, 2);
+  int policy = lua_isnoneornil(L, 3) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 3);
   arbor_engine_start_root(e, fn, policy, luaL_optnumber(L, 4, 5.0));
   return 0;
 }
@@ -455,9 +450,8 @@ static int l_swap(lua_State *L) {
   if (!lua_isfunction(L, 3))
     return luaL_error(L, "swap %s: the runnable must be a function, got %s",
                       lua_tostring(L, 2), luaL_typename(L, 3));
-  lua_pushvalue(L, 3);
-  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  luaL_unref(L, LUA_REGISTRYINDEX, pn->fn_ref);
+  int ref = arbor_engine_ref_fn(e, L, 3);
+  arbor_engine_unref_fn(e, pn->fn_ref);
   pn->fn_ref = ref;
   arbor_str *r = arbor_str_new("runnable swapped", 16);
   arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
@@ -477,7 +471,9 @@ static int l_set_policy(lua_State *L) {
   if (!lua_isnoneornil(L, 3) && !lua_isfunction(L, 3))
     return luaL_error(L, "set_policy %s: the policy must be a function, got %s",
                       lua_tostring(L, 2), luaL_typename(L, 3));
-  set_ref(L, &pn->policy_ref, 3);
+  int ref = lua_isnoneornil(L, 3) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 3);
+  arbor_engine_unref_fn(e, pn->policy_ref);
+  pn->policy_ref = ref;
   arbor_str *r = arbor_str_new("policy replaced", 15);
   arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
   arbor_str_unref(r);

@@ -356,8 +356,8 @@ static void hook_detached(arbor_node *n, void *ud) {
   arbor_sched_disarm(&e->sched, &pn->deadline);
   unlink_ready(e, pn);
   arbor__close_coroutine(e, pn);
-  luaL_unref(L, LUA_REGISTRYINDEX, pn->fn_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, pn->policy_ref);
+  arbor_engine_unref_fn(e, pn->fn_ref);
+  arbor_engine_unref_fn(e, pn->policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
   pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   arbor_str_set(&pn->error, NULL);
@@ -379,6 +379,58 @@ static void hook_release(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
   (void)n;
   if (e->zombie && e->tree.allocated == 0) free(e);
+}
+
+/* ---- shared references to runnables and policies -------------------- */
+
+/* Nodes often share one function (a million workers running one runnable):
+   they share one counted registry reference to it instead of a registry
+   slot each. e->shared_ref is a table: shared[fn] = ref, shared[ref] =
+   count. */
+int arbor_engine_ref_fn(arbor_engine *e, lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->shared_ref);
+  int t = lua_gettop(L);
+  lua_pushvalue(L, idx);
+  int ref;
+  if (lua_rawget(L, t) == LUA_TNUMBER) {
+    ref = (int)lua_tointeger(L, -1);
+    lua_rawgeti(L, t, ref);
+    lua_Integer count = lua_tointeger(L, -1);
+    lua_pushinteger(L, count + 1);
+    lua_rawseti(L, t, ref);
+  } else {
+    lua_pushvalue(L, idx);
+    ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushvalue(L, idx);
+    lua_pushinteger(L, ref);
+    lua_rawset(L, t);
+    lua_pushinteger(L, 1);
+    lua_rawseti(L, t, ref);
+  }
+  lua_settop(L, t - 1);
+  return ref;
+}
+
+void arbor_engine_unref_fn(arbor_engine *e, int ref) {
+  if (ref == LUA_NOREF || ref == LUA_REFNIL) return;
+  lua_State *L = e->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->shared_ref);
+  lua_rawgeti(L, -1, ref);
+  lua_Integer count = lua_tointeger(L, -1) - 1;
+  lua_pop(L, 1);
+  if (count > 0) {
+    lua_pushinteger(L, count);
+    lua_rawseti(L, -2, ref);
+  } else {
+    lua_pushnil(L);
+    lua_rawseti(L, -2, ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+  }
+  lua_pop(L, 1);
 }
 
 /* ---- nodes ---------------------------------------------------------- */
@@ -571,6 +623,8 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->L = lua_newthread(L);
   e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   e->default_policy_ref = e->subscribers_ref = e->log_ref = LUA_NOREF;
+  lua_newtable(L);
+  e->shared_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   e->policy_ev_ref = LUA_NOREF;
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
@@ -639,6 +693,7 @@ void arbor_engine_free(arbor_engine *e) {
     luaL_unref(L, LUA_REGISTRYINDEX, e->pool[i].ref);
   e->npool = 0;
   luaL_unref(L, LUA_REGISTRYINDEX, e->default_policy_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->shared_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->subscribers_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);

@@ -127,6 +127,7 @@ struct arbor_engine {
   int instruction_budget; /* for policies and subscribers */
   int policy_ev_ref;      /* the reused policy event table */
   int policy_depth;       /* policy calls in progress */
+  int shared_ref;         /* counted references to functions */
 };
 
 /* The engine of a node: its tree is the engine's. */
@@ -142,6 +143,11 @@ void arbor_engine_free(arbor_engine *e);
 
 double arbor_engine_now(arbor_engine *e);
 uint64_t arbor_engine_random(arbor_engine *e);
+
+/* A counted registry reference to the function at idx of L, shared by
+   every node that uses the same function; released by unref_fn. */
+int arbor_engine_ref_fn(arbor_engine *e, lua_State *L, int idx);
+void arbor_engine_unref_fn(arbor_engine *e, int ref);
 
 /* Starts the root with the runnable on top of e->L's stack (popped). */
 void arbor_engine_start_root(arbor_engine *e, int fn_ref, int policy_ref,
