@@ -53,6 +53,22 @@ describe("documented examples", function()
     assert.equal("stop", decisions[#decisions].reason)
   end)
 
+  it("README: the 20-line supervisor runs", function()
+    local f = assert(io.open("README.md"))
+    local readme = f:read("a")
+    f:close()
+    local code = readme:match("```lua\n(%-%- sup%.lua.-)```")
+    assert.is_string(code)
+    local root = assert(load(code, "=README.md"))()
+    local h = testing.new{seed = 1}
+    h:start(root)
+    h:advance(10)
+    assert.equal("HEALTHY", h:state("root.producer"))
+    assert.equal("HEALTHY", h:state("root.consumer"))
+    assert.is_true(h:node("root.flaky").restarts >= 1)
+    assert.matches("got 10", h:logs("root.consumer")[10].line, 1, true)
+  end)
+
   it("the example supervisor runs on the virtual clock", function()
     local root = dofile("docs/examples/workers.lua")
     local h = testing.new{seed = 3}
