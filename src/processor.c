@@ -146,11 +146,31 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
 void arbor__spread_death(arbor_engine *e, pnode *pn) {
   arbor_tree_cancel(&pn->n);
   arbor__stop_advance(e, pn);
+  /* First cancel every member; members that had already exited are then
+     decided one by one. A decision can restructure the tree (an escalation
+     restarts the group's parent, discarding the group), so they are
+     collected first, referenced, and skipped once discarded. */
+  size_t exited = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
     arbor_tree_cancel(g);
     arbor__stop_advance(e, (pnode *)g);
-    if (g->live == 0) arbor__after_exit(e, (pnode *)g);
+    if (g->live == 0) exited++;
   }
+  if (exited == 0) return;
+  arbor_node **todo = malloc(exited * sizeof *todo);
+  if (!todo) abort(); /* out of memory */
+  size_t k = 0;
+  for (arbor_node *g = pn->n.gnext; g != &pn->n && k < exited; g = g->gnext)
+    if (g->live == 0) {
+      arbor_node_ref(g);
+      todo[k++] = g;
+    }
+  for (size_t i = 0; i < k; i++) {
+    if (!(todo[i]->flags & ARBOR_F_DETACHED))
+      arbor__after_exit(e, (pnode *)todo[i]);
+    arbor_node_unref(todo[i]);
+  }
+  free(todo);
 }
 
 /* Releases the incarnation's coroutine and keeps its thread for a later
@@ -218,6 +238,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
    waiting on it advance, and the GC decides a restart. O(depth). */
 void arbor__after_exit(arbor_engine *e, pnode *pn) {
   arbor_node *a = &pn->n;
+  if (a->flags & ARBOR_F_DETACHED) return; /* discarded meanwhile */
   while (a->parent && a->live == 0) {
     pnode *p = (pnode *)a->parent;
     if ((p->pflags & PN_STOPPING) && p->stop_cursor == (pnode *)a)
