@@ -47,7 +47,7 @@ local function scenario(seed)
   -- incarnation.
   function make(depth)
     local steps = {}
-    for i = 1, rnd(6) do steps[i] = rnd(12) end
+    for i = 1, rnd(6) do steps[i] = rnd(14) end
     return function(ctx)
       for i, step in ipairs(steps) do
         if step == 1 then
@@ -76,6 +76,16 @@ local function scenario(seed)
           return
         elseif step == 11 then
           coroutine.yield()
+        elseif step == 12 or step == 13 then
+          -- steer the tree from inside a runnable, even its own ancestors
+          local nodes = each_node(arbor.tree())
+          local view = arbor.node(nodes[rnd(#nodes)].dn)
+          local op = ({"restart", "cancel", "stop", "set_policy"})[rnd(4)]
+          if op == "set_policy" then
+            pcall(view.set_policy, view, policies[rnd(#policies)]())
+          else
+            pcall(view[op], view)
+          end
         else
           ctx:log("step", i)
         end

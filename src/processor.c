@@ -324,6 +324,10 @@ int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err) {
     *err = "its parent is being stopped";
     return -1;
   }
+  if (!n->parent && e->stop_requested && n->live > 0) {
+    *err = "the tree is being stopped";
+    return -1;
+  }
   n->flags &= (uint8_t)~ARBOR_F_HELD;
   if (!n->parent) e->stop_requested = 0, e->gave_up = 0;
   if (n->flags & ARBOR_F_PENDING) {
