@@ -29,9 +29,49 @@ int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
   return st;
 }
 
-/* Pushes the policy event of P1 for pn. The engine reuses one table (and
-   its failures array) for every call that is not nested in another: building
-   a fresh one cost more than the rest of a restart. [-0, +1, m] */
+/* [-0, +1, m] pn's recent failure times, oldest first, as a new table. */
+static void push_failures(lua_State *L, pnode *pn) {
+  lua_createtable(L, pn->nfail, 0);
+  for (unsigned i = 0; i < pn->nfail; i++) {
+    lua_pushnumber(L, pn->failures[(pn->fail_start + i) % ARBOR_FAILURES]);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+/* __index of the reused event table: `failures` is built when a policy
+   reads it (most never do), from the node being decided. Upvalue 1: the
+   engine. */
+static int event_index(lua_State *L) {
+  arbor_engine *e = lua_touserdata(L, lua_upvalueindex(1));
+  const char *k = lua_tostring(L, 2);
+  if (!e->policy_pn || !k || strcmp(k, "failures") != 0) return 0;
+  push_failures(L, e->policy_pn);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, 1, "failures"); /* kept for the next read */
+  return 1;
+}
+
+/* __pairs of the reused event table: `failures` is filled in first, so a
+   policy that copies the table gets it. Upvalue 1: the engine. */
+static int event_pairs(lua_State *L) {
+  lua_pushliteral(L, "failures");
+  if (lua_rawget(L, 1) == LUA_TNIL) {
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushcclosure(L, event_index, 1);
+    lua_pushvalue(L, 1);
+    lua_pushliteral(L, "failures");
+    lua_call(L, 2, 0);
+  }
+  lua_getglobal(L, "next");
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
+
+/* Pushes the policy event of P1 for pn. The engine reuses one table for
+   every call that is not nested in another, and fills its `failures` only
+   when read: building a fresh table cost more than the rest of a restart.
+   [-0, +1, m] */
 static void push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
   char buf[1024];
   size_t dl = arbor_node_dn(&pn->n, buf, sizeof buf);
@@ -41,6 +81,14 @@ static void push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
   } else {
     lua_createtable(L, 0, 7);
     if (reuse) {
+      lua_createtable(L, 0, 2);
+      lua_pushlightuserdata(L, e);
+      lua_pushcclosure(L, event_index, 1);
+      lua_setfield(L, -2, "__index");
+      lua_pushlightuserdata(L, e);
+      lua_pushcclosure(L, event_pairs, 1);
+      lua_setfield(L, -2, "__pairs");
+      lua_setmetatable(L, -2);
       lua_pushvalue(L, -1);
       e->policy_ev_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     }
@@ -56,27 +104,11 @@ static void push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
   lua_setfield(L, -2, "consecutive");
   lua_pushinteger(L, pn->restarts);
   lua_setfield(L, -2, "restarts");
-  if (lua_getfield(L, -1, "failures") != LUA_TTABLE || !reuse) {
-    lua_pop(L, 1);
-    lua_createtable(L, ARBOR_FAILURES, 0);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, "failures");
-  }
-  unsigned i = 0;
-  for (; i < pn->nfail; i++) {
-    lua_pushnumber(L, pn->failures[(pn->fail_start + i) % ARBOR_FAILURES]);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
-  for (; i < ARBOR_FAILURES; i++) { /* clear what a previous call left */
-    if (lua_rawgeti(L, -1, (lua_Integer)i + 1) == LUA_TNIL) {
-      lua_pop(L, 1);
-      break;
-    }
-    lua_pop(L, 1);
-    lua_pushnil(L);
-    lua_rawseti(L, -2, (lua_Integer)i + 1);
-  }
-  lua_pop(L, 1);
+  if (reuse)
+    lua_pushnil(L); /* read through event_index */
+  else
+    push_failures(L, pn);
+  lua_setfield(L, -2, "failures");
   lua_pushnumber(L, pn->exited - pn->started);
   lua_setfield(L, -2, "uptime");
   lua_pushnumber(L, arbor__step_time(e));
@@ -110,9 +142,12 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
   for (int attempt = 0; attempt < 2; attempt++) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     push_policy_event(e, pn, L);
+    pnode *outer = e->policy_pn;
+    e->policy_pn = pn;
     e->policy_depth++;
     int st = arbor__budget_call(e, L, 1);
     e->policy_depth--;
+    e->policy_pn = outer;
     arbor_str *why = NULL;
     if (st == LUA_OK) {
       lua_pushvalue(L, -1);

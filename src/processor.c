@@ -719,6 +719,12 @@ void arbor_engine_free(arbor_engine *e) {
   e->npool = 0;
   luaL_unref(L, LUA_REGISTRYINDEX, e->default_policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->shared_ref);
+  if (e->policy_ev_ref != LUA_NOREF) { /* its __index points here */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
+    lua_pushnil(L);
+    lua_setmetatable(L, -2);
+    lua_pop(L, 1);
+  }
   luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->subscribers_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);

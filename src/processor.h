@@ -127,6 +127,7 @@ struct arbor_engine {
   int instruction_budget; /* for policies and subscribers */
   int policy_ev_ref;      /* the reused policy event table */
   int policy_depth;       /* policy calls in progress */
+  pnode *policy_pn;       /* the node its policy is deciding now */
   int shared_ref;         /* counted references to functions */
 };
 
