@@ -348,3 +348,29 @@ describe("H2 harness operations", function()
     assert.equal(8, h.engine:node("root.w").restart_at)
   end)
 end)
+
+describe("harness calls from inside the tree", function()
+  it("refuse to advance or close, and settle does nothing", function()
+    local h = new()
+    local results = {}
+    h:start(function(ctx)
+      ctx:run("w", function(c)
+        c:signal("healthy")
+        results.advance = {pcall(h.advance, h, 1)}
+        results.close = {pcall(h.close, h)}
+        results.settle = {pcall(h.settle, h)}
+        h:node("root.w2"):restart() -- a view method settles: a no-op here
+        c:wait()
+      end)
+      ctx:run("w2", idle)
+      idle(ctx)
+    end)
+    assert.is_false(results.advance[1])
+    assert.matches("advance: not from inside the tree", results.advance[2], 1, true)
+    assert.is_false(results.close[1])
+    assert.matches("close: not from inside the tree", results.close[2], 1, true)
+    assert.is_true(results.settle[1])
+    assert.equal(2, h:node("root.w2").incarnation)
+    assert.equal("HEALTHY", h:state("root.w"))
+  end)
+end)

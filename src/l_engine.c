@@ -62,8 +62,17 @@ static int l_engine_new(lua_State *L) {
   return 1;
 }
 
+/* Raises when e is running Lua code now: driving or closing the engine
+   from inside its own tree would pull the ground from under that code. */
+static void check_outside(lua_State *L, arbor_engine *e, const char *what) {
+  if (e->draining || e->delivering || e->policy_depth || arbor_engine_current() == e)
+    luaL_error(L, "%s: not from inside the tree's own runnables, policies or "
+                  "subscribers", what);
+}
+
 static int l_engine_gc(lua_State *L) {
   lengine *le = luaL_checkudata(L, 1, ARBOR_ENGINE_MT);
+  if (le->e) check_outside(L, le->e, "close");
   if (le->e) arbor_engine_free(le->e);
   le->e = NULL;
   return 0;
@@ -115,6 +124,7 @@ static int l_start(lua_State *L) {
 static int l_run(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   if (e->virtual_clock) return luaL_error(L, "run: this engine is virtual");
+  check_outside(L, e, "run");
   arbor_engine_run(e);
   if (e->interrupted) {
     lua_pushboolean(L, 0);
@@ -142,6 +152,8 @@ static const char unsettled[] =
     "the tree does not settle: more than %d resumes without time moving "
     "(a node restarting with no delay forever?)";
 
+/* e:settle(); from inside the tree it does nothing: the tree goes on
+   settling when the current step returns. */
 static int l_settle(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   if (arbor_engine_settle(e) < 0)
@@ -155,6 +167,7 @@ static int l_advance(lua_State *L) {
   if (!(dt >= 0) || !isfinite(dt))
     return luaL_error(L, "advance(seconds): want a finite number >= 0");
   if (!e->virtual_clock) return luaL_error(L, "advance: this engine is real");
+  check_outside(L, e, "advance");
   if (arbor_engine_advance(e, dt) < 0)
     return luaL_error(L, unsettled, (int)e->settle_limit);
   return 0;
