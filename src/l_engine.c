@@ -533,7 +533,7 @@ static void stuck_one(pnode *pn, void *ud) {
   lua_createtable(L, 0, 3);
   lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
   lua_setfield(L, -2, "dn");
-  setnum(L, "deadline", pn->deadline.due);
+  setnum(L, "deadline", pn->stop->deadline.due);
   setint(L, "incarnation", (lua_Integer)pn->n.incarnation);
   lua_rawseti(L, -2, luaL_len(L, -2) + 1);
 }

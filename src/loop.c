@@ -57,7 +57,7 @@ static void fire(arbor_engine *e, arbor_timer *t) {
     arbor_engine_start(e, pn);
     break;
   case TIMER_DEADLINE:
-    pn = (pnode *)((char *)t - offsetof(pnode, deadline));
+    pn = ((pnode_stop *)((char *)t - offsetof(pnode_stop, deadline)))->owner;
     if (arbor_node_running(&pn->n)) arbor__force_close(e, pn);
     break;
   }
@@ -128,8 +128,8 @@ void arbor_engine_stuck(arbor_engine *e, void (*fn)(pnode *, void *),
   arbor_node *top = e->tree.root, *n = top;
   while (n) {
     pnode *pn = (pnode *)n;
-    if (arbor_node_running(n) && (pn->pflags & PN_NOTIFIED) &&
-        now >= pn->deadline.due)
+    if (arbor_node_running(n) && (pn->pflags & PN_NOTIFIED) && pn->stop &&
+        now >= pn->stop->deadline.due)
       fn(pn, ud);
     if (n->first) {
       n = n->first;

@@ -215,7 +215,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   dequeue(pn);
   arbor__close_coroutine(e, pn);
   arbor_sched_disarm(&e->sched, &pn->wake);
-  arbor_sched_disarm(&e->sched, &pn->deadline);
+  if (pn->stop) arbor_sched_disarm(&e->sched, &pn->stop->deadline);
   pn->wait = WAIT_NONE;
   pn->exited = arbor__step_time(e);
   int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
@@ -241,7 +241,7 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
   if (a->flags & ARBOR_F_DETACHED) return; /* discarded meanwhile */
   while (a->parent && a->live == 0) {
     pnode *p = (pnode *)a->parent;
-    if ((p->pflags & PN_STOPPING) && p->stop_cursor == (pnode *)a)
+    if ((p->pflags & PN_STOPPING) && p->stop && p->stop->cursor == (pnode *)a)
       arbor__stop_advance(e, p);
     a = a->parent;
   }
@@ -251,12 +251,23 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
 
 /* ---- cancellation and ordered stop (T7, T12) ------------------------ */
 
+/* pn's stop record, made at its first stop. */
+static pnode_stop *stop_of(pnode *pn) {
+  if (!pn->stop) {
+    pn->stop = calloc(1, sizeof *pn->stop);
+    if (!pn->stop) abort(); /* out of memory */
+    pn->stop->owner = pn;
+  }
+  return pn->stop;
+}
+
 /* Tells pn's incarnation it is canceled: its blocking calls raise from now
    on, and it has `shutdown` seconds to exit. */
 static void notify(arbor_engine *e, pnode *pn) {
   if (!arbor_node_running(&pn->n) || (pn->pflags & PN_NOTIFIED)) return;
   pn->pflags |= PN_NOTIFIED;
-  arbor__arm(e, &pn->deadline, TIMER_DEADLINE, arbor__step_time(e) + pn->shutdown);
+  arbor__arm(e, &stop_of(pn)->deadline, TIMER_DEADLINE,
+             arbor__step_time(e) + pn->shutdown);
   if (!(pn->pflags & PN_RESUMED)) {
     /* never ran: it ends CANCELED without running (T8) */
     pn->resume = RESUME_CANCEL;
@@ -279,10 +290,10 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
       pn->pflags |= PN_STOPPING;
       c = pn->n.last;
     } else {
-      c = pn->stop_cursor ? &pn->stop_cursor->n : NULL;
+      c = pn->stop && pn->stop->cursor ? &pn->stop->cursor->n : NULL;
     }
     while (c && c->live == 0) c = c->prev;
-    pn->stop_cursor = (pnode *)c;
+    if (c || pn->stop) stop_of(pn)->cursor = (pnode *)c;
     if (!c) {
       pn->pflags &= (uint8_t)~PN_STOPPING;
       notify(e, pn);
@@ -378,7 +389,11 @@ static void hook_detached(arbor_node *n, void *ud) {
   pnode *pn = (pnode *)n;
   lua_State *L = e->L;
   arbor_sched_disarm(&e->sched, &pn->wake);
-  arbor_sched_disarm(&e->sched, &pn->deadline);
+  if (pn->stop) {
+    arbor_sched_disarm(&e->sched, &pn->stop->deadline);
+    free(pn->stop);
+    pn->stop = NULL;
+  }
   unlink_ready(e, pn);
   arbor__close_coroutine(e, pn);
   arbor_engine_unref_fn(e, pn->fn_ref);

@@ -48,6 +48,16 @@ typedef struct arbor_logs {
   unsigned start, len;
 } arbor_logs;
 
+struct pnode;
+
+/* What a node needs while it is being stopped, made at its first stop:
+   most nodes never stop, and this keeps them smaller. */
+typedef struct pnode_stop {
+  arbor_timer deadline;       /* its shutdown deadline */
+  struct pnode *owner;
+  struct pnode *cursor;       /* child being stopped (PN_STOPPING) */
+} pnode_stop;
+
 typedef struct pnode {
   arbor_node n; /* first: the tree allocates pnodes */
   lua_State *co;       /* the incarnation's coroutine, NULL when exited */
@@ -55,9 +65,8 @@ typedef struct pnode {
   double started;      /* engine time the incarnation started */
   double exited;       /* engine time it exited */
   arbor_timer wake;    /* sleep, or a delayed restart */
-  arbor_timer deadline;
   struct pnode *ready_next;
-  struct pnode *stop_cursor; /* child being stopped (PN_STOPPING) */
+  pnode_stop *stop;    /* NULL until first stopped */
   arbor_str *error, *trace;
   double *failures;    /* ring of recent failure times, lazily allocated */
   arbor_logs *logs;    /* lazily allocated */
