@@ -8,16 +8,7 @@ local testing = require "arbor.testing"
 local arbor = require "arbor"
 local policy = require "arbor.policy"
 
--- A small deterministic generator (xorshift), independent of math.random.
-local function generator(seed)
-  local x = seed
-  return function(n)
-    x = x ~ (x << 13)
-    x = x ~ (x >> 7)
-    x = x ~ (x << 17)
-    return (x & 0x7fffffff) % n + 1
-  end
-end
+local generator = require("support").generator
 
 -- Every node of a snapshot, with its DN.
 local function each_node(tree, out)

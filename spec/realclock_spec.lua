@@ -5,15 +5,7 @@
 local arbor = require "arbor"
 local policy = require "arbor.policy"
 
-local function generator(seed)
-  local x = seed
-  return function(n)
-    x = x ~ (x << 13)
-    x = x ~ (x >> 7)
-    x = x ~ (x << 17)
-    return (x & 0x7fffffff) % n + 1
-  end
-end
+local generator = require("support").generator
 
 local function scenario(seed)
   local rnd = generator(seed)

@@ -37,4 +37,16 @@ function M.transitions(h, dn)
   return out
 end
 
+--- A small deterministic generator (xorshift), independent of math.random:
+-- gen(n) is an integer in 1..n.
+function M.generator(seed)
+  local x = seed
+  return function(n)
+    x = x ~ (x << 13)
+    x = x ~ (x >> 7)
+    x = x ~ (x << 17)
+    return (x & 0x7fffffff) % n + 1
+  end
+end
+
 return M
