@@ -23,6 +23,17 @@ local function with_child(fn, opts)
   return h
 end
 
+-- A runnable that becomes HEALTHY, then appends ctx[field] to order when
+-- it is told to stop, and leaves with the cancellation error.
+local function records_cancellation(order, field)
+  return function(c)
+    c:signal("healthy")
+    local _, err = pcall(c.wait, c)
+    order[#order + 1] = c[field]
+    error(err, 0)
+  end
+end
+
 describe("T5 exit classification", function()
   it("returned after done: DONE", function()
     local h = with_child(function(c)
@@ -581,12 +592,7 @@ describe("T12 stop order", function()
 
   it("stops the members of a group in reverse name order", function()
     local order = {}
-    local function member(c)
-      c:signal("healthy")
-      local ok, err = pcall(c.wait, c)
-      order[#order + 1] = c.name
-      error(err, 0)
-    end
+    local member = records_cancellation(order, "name")
     local h = new()
     h:start(function(ctx)
       ctx:group{m = member, c = member, x = member, a = member}
@@ -598,12 +604,7 @@ describe("T12 stop order", function()
 
   it("stops a subtree in order and leaves its siblings alone", function()
     local order = {}
-    local function rec(c)
-      c:signal("healthy")
-      local ok, err = pcall(c.wait, c)
-      order[#order + 1] = c.dn
-      error(err, 0)
-    end
+    local rec = records_cancellation(order, "dn")
     local h = new()
     h:start(function(ctx)
       ctx:run("p", function(p)

@@ -26,7 +26,6 @@ void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                        double delay);
 void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                  arbor_state from, arbor_state to, arbor_str *reason);
-arbor_str *arbor__reason_lit(const char *s);
 void arbor__enqueue(arbor_engine *e, pnode *pn);
 void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
 void arbor__set_reason(arbor_engine *e, arbor_str *r);

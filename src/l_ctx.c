@@ -308,7 +308,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
 /* Starts c, or records that it was created under a canceled parent. */
 static void launch(pnode *c) {
   if (c->n.state == ARBOR_CANCELED) {
-    arbor_str *r = arbor_str_new("parent canceled", 15);
+    arbor_str *r = arbor_str_lit("parent canceled");
     arbor_engine_emit_state(pn_engine(c), c, ARBOR_NEW, ARBOR_CANCELED, r);
     arbor_str_unref(r);
     return;

@@ -466,7 +466,7 @@ static int l_swap(lua_State *L) {
   int ref = arbor_engine_ref_fn(e, L, 3);
   arbor_engine_unref_fn(e, pn->fn_ref);
   pn->fn_ref = ref;
-  arbor_str *r = arbor_str_new("runnable swapped", 16);
+  arbor_str *r = arbor_str_lit("runnable swapped");
   arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
   arbor_str_unref(r);
   if (lua_toboolean(L, 4)) {
@@ -487,7 +487,7 @@ static int l_set_policy(lua_State *L) {
   int ref = lua_isnoneornil(L, 3) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 3);
   arbor_engine_unref_fn(e, pn->policy_ref);
   pn->policy_ref = ref;
-  arbor_str *r = arbor_str_new("policy replaced", 15);
+  arbor_str *r = arbor_str_lit("policy replaced");
   arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
   arbor_str_unref(r);
   return 0;

@@ -53,10 +53,6 @@ void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
        reason);
 }
 
-arbor_str *arbor__reason_lit(const char *s) {
-  return arbor_str_new(s, strlen(s));
-}
-
 /* ---- ready queue and timers ----------------------------------------- */
 
 void arbor__enqueue(arbor_engine *e, pnode *pn) {
@@ -317,7 +313,7 @@ void arbor_engine_hold(arbor_engine *e, pnode *pn) {
     /* a delayed restart: it will not happen */
     arbor_sched_disarm(&e->sched, &pn->wake);
     pn->n.flags &= (uint8_t)~ARBOR_F_PENDING;
-    arbor__set_reason(e, arbor__reason_lit("held"));
+    arbor__set_reason(e, arbor_str_lit("held"));
     arbor_tree_set_state(&pn->n, ARBOR_CANCELED);
     arbor__set_reason(e, NULL);
   }
@@ -570,7 +566,7 @@ static void resume_node(arbor_engine *e, pnode *pn) {
       lua_rawgeti(e->L, LUA_REGISTRYINDEX, pn->fail_ref);
       lua_xmove(e->L, co, 1);
       arbor__node_exit(e, pn, ARBOR_DEAD, arbor__error_message(e, co, pn),
-                arbor__reason_lit("(failed before it ran)"));
+                arbor_str_lit("(failed before it ran)"));
     }
     return;
   }
@@ -669,11 +665,11 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   e->instruction_budget = 10000000;
-  e->r_start = arbor__reason_lit("start");
-  e->r_restart = arbor__reason_lit("restart");
-  e->r_stop = arbor__reason_lit("stop");
-  e->r_escalate = arbor__reason_lit("escalate");
-  e->r_forced = arbor__reason_lit("forced");
+  e->r_start = arbor_str_lit("start");
+  e->r_restart = arbor_str_lit("restart");
+  e->r_stop = arbor_str_lit("stop");
+  e->r_escalate = arbor_str_lit("escalate");
+  e->r_forced = arbor_str_lit("forced");
   e->settle_limit = 10000000;
   e->runaway = 10.0;
   e->t0 = uv_hrtime();

@@ -104,7 +104,6 @@ struct arbor_engine {
   uv_check_t check;
   uv_idle_t idle;
   uv_signal_t sigint, sigterm;
-  int handles_open;
   int signals;
   pnode *ready_head, *ready_tail;
   size_t ready_len;
@@ -132,7 +131,6 @@ struct arbor_engine {
   uint64_t rng;
   /* counters */
   uint64_t wakeups, resumes, restarts, policy_calls;
-  double root_shutdown;
   int instruction_budget; /* for policies and subscribers */
   int policy_ev_ref;      /* the reused policy event table */
   int policy_depth;       /* policy calls in progress */

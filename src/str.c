@@ -16,6 +16,8 @@ arbor_str *arbor_str_new(const char *s, size_t len) {
   return r;
 }
 
+arbor_str *arbor_str_lit(const char *s) { return arbor_str_new(s, strlen(s)); }
+
 arbor_str *arbor_str_fmt(const char *fmt, ...) {
   char buf[512];
   va_list ap;

@@ -12,6 +12,8 @@ typedef struct arbor_str {
 
 /* A new string with one reference, or NULL when out of memory. */
 arbor_str *arbor_str_new(const char *s, size_t len);
+/* A new string holding the C string s. */
+arbor_str *arbor_str_lit(const char *s);
 /* printf-style constructor. */
 arbor_str *arbor_str_fmt(const char *fmt, ...);
 
