@@ -22,6 +22,10 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
 
 void arbor_open_ctx(lua_State *L);
 void arbor_open_engine(lua_State *L);
+void arbor_open_control(lua_State *L);
+
+/* The engine of the engine object at idx; raises when closed. */
+arbor_engine *arbor_check_engine(lua_State *L, int idx);
 
 int luaopen_arbor_core(lua_State *L);
 

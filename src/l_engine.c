@@ -24,6 +24,10 @@ static arbor_engine *check_engine(lua_State *L, int idx) {
   return le->e;
 }
 
+arbor_engine *arbor_check_engine(lua_State *L, int idx) {
+  return check_engine(L, idx);
+}
+
 static int push_engine_object(lua_State *L, arbor_engine *e) {
   lua_rawgetp(L, LUA_REGISTRYINDEX, &engines_key);
   lua_rawgetp(L, -1, e);
@@ -325,9 +329,13 @@ static int l_tree(lua_State *L) {
   /* Stack holds the chain of "children" tables of the open ancestors. */
   arbor_node *n = top;
   lua_newtable(L); /* holder: result at [1] */
+  double now = arbor_engine_now(e);
   for (;;) {
     luaL_checkstack(L, 4, "tree too deep");
-    push_summary(L, (pnode *)n, 1);
+    push_summary(L, (pnode *)n, 2);
+    if (n->incarnation > 0) /* for the control plane's tree() */
+      setnum(L, "uptime", (arbor_node_running(n) ? now : ((pnode *)n)->exited) -
+                              ((pnode *)n)->started);
     lua_createtable(L, (int)n->nchildren, 0);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "children");

@@ -1,5 +1,7 @@
 /* main.c: the arbor executable. Embeds Lua 5.4 with arbor.core preloaded
- * and runs a supervisor script: `arbor run SCRIPT [args]`.
+ * and runs a supervisor script: `arbor run SCRIPT [args]`; `arbor repl` and
+ * `arbor ctl` talk to a running one over its control socket
+ * (lua/arbor/client.lua).
  *
  * Exit codes: 0 the tree stopped cleanly, 1 the tree gave up, 2 a script or
  * usage error, 130 interrupted by a second SIGINT.
@@ -14,15 +16,23 @@
 
 #include "l_arbor.h"
 
+int luaopen_arbor_readline(lua_State *L);
+
 static const char usage[] =
-    "usage: arbor run [--quiet] SCRIPT [ARGS...]\n"
+    "usage: arbor run [--quiet] [--control PATH | --no-control] SCRIPT [ARGS...]\n"
+    "       arbor repl [--echo] [SOCKET]\n"
+    "       arbor ctl [SOCKET] COMMAND [ARGS...] [--json]\n"
     "       arbor --version | --help\n"
     "\n"
     "Runs the supervisor SCRIPT: it calls arbor.run(root) or returns a root\n"
     "runnable. SIGINT or SIGTERM stops the tree in order; a second SIGINT\n"
-    "kills it at once.\n"
+    "kills it at once. The running tree serves a control socket (by default\n"
+    "$XDG_RUNTIME_DIR/arbor/SCRIPT.sock, /run/arbor/SCRIPT.sock as root) for\n"
+    "`arbor repl` and `arbor ctl` (`arbor ctl --help` lists the commands).\n"
     "\n"
-    "  --quiet   do not print events and logs on stderr\n"
+    "  --quiet        do not print events and logs on stderr\n"
+    "  --control PATH serve the control socket at PATH\n"
+    "  --no-control   serve no control socket\n"
     "\n"
     "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
     "error, 130 interrupted.\n";
@@ -66,9 +76,10 @@ static void set_paths(lua_State *L) {
   lua_pop(L, 2);
 }
 
-/* Runs the script; returns the exit status. [-0, +0, -] */
-static int run_script(lua_State *L, const char *script, int quiet, int argc,
-                      char **argv) {
+/* Runs the script; returns the exit status. control: the socket path,
+   "" for none, NULL for the default. [-0, +0, -] */
+static int run_script(lua_State *L, const char *script, int quiet,
+                      const char *control, int argc, char **argv) {
   lua_createtable(L, argc, 1);
   lua_pushstring(L, script);
   lua_rawseti(L, -2, 0);
@@ -91,7 +102,17 @@ static int run_script(lua_State *L, const char *script, int quiet, int argc,
   int mod = lua_gettop(L);
   lua_getfield(L, mod, "_cli");
   lua_pushboolean(L, quiet);
-  lua_call(L, 1, 0);
+  if (!control)
+    lua_pushnil(L);
+  else if (!*control)
+    lua_pushboolean(L, 0);
+  else
+    lua_pushstring(L, control);
+  lua_pushstring(L, script);
+  if (lua_pcall(L, 3, 0, h) != LUA_OK) {
+    fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
+    return 2;
+  }
 
   if (luaL_loadfile(L, script) != LUA_OK) {
     fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
@@ -120,6 +141,36 @@ static int run_script(lua_State *L, const char *script, int quiet, int argc,
   return status;
 }
 
+/* `arbor repl` and `arbor ctl`: lua/arbor/client.lua does the work;
+   returns its exit status. */
+static int run_client(lua_State *L, const char *which, int argc, char **argv) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_arbor_readline);
+  lua_setfield(L, -2, "arbor.readline");
+  lua_pop(L, 2);
+  lua_pushcfunction(L, msghandler);
+  int h = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "arbor.client");
+  if (lua_pcall(L, 1, 1, h) != LUA_OK) {
+    fprintf(stderr, "arbor: cannot load arbor.client: %s\n",
+            lua_tostring(L, -1));
+    return 2;
+  }
+  lua_getfield(L, -1, which);
+  lua_createtable(L, argc, 0);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  if (lua_pcall(L, 1, 1, h) != LUA_OK) {
+    fprintf(stderr, "arbor %s: %s\n", which, lua_tostring(L, -1));
+    return 2;
+  }
+  return (int)lua_tointeger(L, -1);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(usage, stderr);
@@ -134,14 +185,35 @@ int main(int argc, char **argv) {
     fputs(usage, stdout);
     return 0;
   }
+  if (strcmp(argv[1], "repl") == 0 || strcmp(argv[1], "ctl") == 0) {
+    lua_State *L = luaL_newstate();
+    if (!L) {
+      fputs("arbor: cannot create the Lua state\n", stderr);
+      return 2;
+    }
+    luaL_openlibs(L);
+    set_paths(L);
+    int status = run_client(L, argv[1], argc - 2, argv + 2);
+    lua_close(L);
+    return status;
+  }
   if (strcmp(argv[1], "run") != 0) {
     fprintf(stderr, "arbor: unknown command '%s'\n%s", argv[1], usage);
     return 2;
   }
   int i = 2, quiet = 0;
+  const char *control = NULL;
   for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
     if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
       quiet = 1;
+    } else if (strcmp(argv[i], "--no-control") == 0) {
+      control = "";
+    } else if (strcmp(argv[i], "--control") == 0) {
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        fprintf(stderr, "arbor: --control needs a PATH\n%s", usage);
+        return 2;
+      }
+      control = argv[++i];
     } else if (strcmp(argv[i], "--") == 0) {
       i++;
       break;
@@ -161,7 +233,8 @@ int main(int argc, char **argv) {
   }
   luaL_openlibs(L);
   set_paths(L);
-  int status = run_script(L, argv[i], quiet, argc - i - 1, argv + i + 1);
+  int status =
+      run_script(L, argv[i], quiet, control, argc - i - 1, argv + i + 1);
   lua_close(L);
   return status;
 }

@@ -16,7 +16,7 @@ M.canceled = core.canceled
 M.is_canceled = core.is_canceled
 
 local running_engine -- the engine of the arbor.run in progress
-local cli            -- set by the arbor binary: {quiet = bool}
+local cli            -- set by the arbor binary: {quiet =, control =}
 local last_run       -- {ok, reason} of the last arbor.run
 
 --- The engine that calling code belongs to: the one resuming it now, else
@@ -171,14 +171,17 @@ local function print_log(dn, line, time)
 end
 
 local run_options = {policy = true, shutdown = true, seed = true, ring = true,
-  signals = true, log = true, on_event = true, quiet = true, runaway = true}
+  signals = true, log = true, on_event = true, quiet = true, runaway = true,
+  control = true}
 
 --- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
 -- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
 -- up (T11). Returns true, or false and the reason.
 -- opts: policy, shutdown, seed, ring (event ring size), signals (default
 -- true), log (function(dn, line, time)), on_event (function(ev)), quiet,
--- runaway (seconds a runnable may run without yielding, default 10).
+-- runaway (seconds a runnable may run without yielding, default 10),
+-- control (the control socket's path, false for none; under `arbor run`
+-- the default is docs/control-protocol.md's, elsewhere none).
 function M.run(root, opts)
   if type(root) ~= "function" then
     error("arbor.run(root): the root runnable must be a function, got "
@@ -196,6 +199,9 @@ function M.run(root, opts)
   if opts.policy ~= nil and type(opts.policy) ~= "function" then
     error("arbor.run: option 'policy' must be a function, got " .. type(opts.policy), 2)
   end
+  if opts.control ~= nil and opts.control ~= false and type(opts.control) ~= "string" then
+    error("arbor.run: option 'control' must be a path or false, got " .. type(opts.control), 2)
+  end
   if core.current() or running_engine then
     error("arbor.run: a tree is already running in this process", 2)
   end
@@ -203,11 +209,25 @@ function M.run(root, opts)
     ring = opts.ring, signals = opts.signals ~= false, runaway = opts.runaway}
   e:set_default_policy(policy.exponential())
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
-  if opts.log then
-    e:set_log(opts.log)
-  elseif not quiet then
-    e:set_log(print_log)
+  local sink = opts.log or (not quiet and print_log) or nil
+  local control_path = opts.control
+  if control_path == nil and cli then control_path = cli.control end
+  local server
+  if control_path then
+    local err
+    server, err = require("arbor.control").serve(e, control_path,
+      {arbor = M, script = cli and cli.script})
+    if not server then
+      e:close()
+      error("arbor.run: control socket: " .. err, 2)
+    end
+    local base = sink
+    sink = function(dn, line, time)
+      if base then base(dn, line, time) end
+      server.on_log(dn, line, time)
+    end
   end
+  if sink then e:set_log(sink) end
   if not quiet then e:subscribe(print_event) end
   if opts.on_event then e:subscribe(opts.on_event) end
   running_engine = e
@@ -216,6 +236,7 @@ function M.run(root, opts)
     return e:run()
   end)
   running_engine = nil
+  if server then server.close() end
   e:close()
   if not ok then error(result, 0) end
   last_run = {ok = result, reason = reason}
@@ -290,7 +311,11 @@ end
 
 -- ---- used by the arbor binary -------------------------------------------
 
-function M._cli(quiet) cli = {quiet = quiet} end
+--- control: the socket path, false for none, nil for the default.
+function M._cli(quiet, control, script)
+  if control == nil then control = require("arbor.control").default_path(script) end
+  cli = {quiet = quiet, control = control, script = script}
+end
 
 function M._exit_status()
   if not last_run then

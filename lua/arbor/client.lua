@@ -1,0 +1,356 @@
+--- arbor.client: `arbor repl` and `arbor ctl`, the client side of the
+-- control socket (docs/repl.md, docs/control-protocol.md).
+--
+-- Exit codes: 0 success; 1 the engine answered with an error (unknown DN,
+-- an evaluation that raised, ...); 2 usage; 3 no engine to talk to (no
+-- socket, a stale one, or the connection was refused).
+local core = require "arbor.core"
+local json = require "arbor.json"
+local control = require "arbor.control"
+
+local M = {}
+
+local function errf(fmt, ...)
+  io.stderr:write(string.format(fmt, ...), "\n")
+end
+
+local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+--- The socket to use: SOCKET as given (a path, or a name in the default
+-- directory), else the only socket in the default directory.
+function M.resolve(sock)
+  local dir = control.default_dir()
+  if sock then
+    if sock:find("/", 1, true) then return sock end
+    if not sock:find("%.sock$") then sock = sock .. ".sock" end
+    return dir .. "/" .. sock
+  end
+  local p = io.popen("ls -1 " .. shell_quote(dir) .. " 2>/dev/null")
+  local found = {}
+  for name in p:lines() do
+    if name:find("%.sock$") then found[#found + 1] = dir .. "/" .. name end
+  end
+  p:close()
+  if #found == 1 then return found[1] end
+  if #found == 0 then
+    return nil, "no engine running: no control socket in " .. dir
+  end
+  table.sort(found)
+  return nil, "several engines are running; name one:\n  " .. table.concat(found, "\n  ")
+end
+
+--- connect(path) -> connection | nil, message
+function M.connect(path)
+  local c, err, code = core.connect(path)
+  if c then return c end
+  if code == "ENOENT" then return nil, "no engine running: no socket at " .. path end
+  if code == "ECONNREFUSED" then
+    return nil, "no engine running at " .. path .. " (a stale socket)"
+  end
+  return nil, "cannot connect to " .. err
+end
+
+local Conn = {}
+Conn.__index = Conn
+
+function M.open(path)
+  local c, err = M.connect(path)
+  if not c then return nil, err end
+  return setmetatable({c = c, next_id = 0, path = path}, Conn)
+end
+
+--- Sends a request; returns its id.
+function Conn:send(req)
+  self.next_id = self.next_id + 1
+  req.id = self.next_id
+  local ok, err = self.c:send(json.encode(req))
+  if not ok then return nil, "lost the engine: " .. err end
+  return req.id
+end
+
+--- Reads frames until the end of request id: on_frame(frame) sees every
+-- other frame of it. Returns the end frame, or nil and a message;
+-- on_signal() is called when a signal interrupts the wait.
+function Conn:wait(id, on_frame, on_signal)
+  while true do
+    local payload, err = self.c:recv()
+    if not payload then
+      if err == "interrupted" and on_signal then
+        on_signal()
+      elseif err ~= "interrupted" then
+        if err == "closed" then return nil, "connection closed by the engine" end
+        return nil, err
+      end
+    else
+      local f, jerr = json.decode(payload)
+      if type(f) ~= "table" then return nil, "bad reply from the engine: " .. jerr end
+      if f.id == json.null and f["end"] then return f end -- refused, protocol error
+      if f.id == id then
+        if f["end"] then return f end
+        if on_frame then on_frame(f) end
+      end
+    end
+  end
+end
+
+function Conn:request(req, on_frame, on_signal)
+  local id, err = self:send(req)
+  if not id then return nil, err end
+  return self:wait(id, on_frame, on_signal)
+end
+
+function Conn:close() self.c:close() end
+
+local function print_stream(f)
+  if f.out then
+    io.stdout:write(f.out)
+  elseif f.event then
+    io.stdout:write(json.encode(f.event), "\n")
+  elseif f.log then
+    io.stdout:write(json.encode(f.log), "\n")
+  end
+  io.stdout:flush()
+end
+
+-- ---- arbor ctl --------------------------------------------------------------
+
+local ctl_usage = [[
+usage: arbor ctl [SOCKET] COMMAND [ARGS...] [--json]
+commands:
+  status                 the engine: pid, script, uptime, nodes, restarts
+  tree [DN]              the tree (or DN's subtree): states, uptimes, restarts
+  node DN                a node's fields
+  restart DN             restart a node now
+  stop DN                stop a node and hold it down until restarted
+  logs DN [-n N] [-f]    a node's last N log lines (-f: follow)
+  events [-n N] [-f]     the last N events (-f: follow)
+  eval CODE [--budget N] evaluate Lua in the engine; prints the values
+  shutdown               stop the tree in order and wait for the engine to exit
+--json prints JSON (one object, or one per line when following).
+SOCKET is a path, or a name in the default directory (the only socket
+there when omitted). Exit: 0 ok, 1 the engine refused (unknown DN, error),
+2 usage, 3 no engine running or connection refused.]]
+
+local commands = {status = 0, tree = -1, node = 1, restart = 1, stop = 1,
+  logs = 1, events = 0, eval = 1, shutdown = 0}
+
+function M.ctl(args)
+  local pos, flags = {}, {}
+  local i = 1
+  while i <= #args do
+    local a = args[i]
+    if a == "--json" then flags.json = true
+    elseif a == "-f" or a == "--follow" then flags.follow = true
+    elseif a == "-n" or a == "--budget" then
+      local v = math.tointeger(tonumber(args[i + 1] or ""))
+      if not v or v < 0 then
+        errf("arbor ctl: %s needs a whole number", a)
+        return 2
+      end
+      flags[a == "-n" and "n" or "budget"] = v
+      i = i + 1
+    elseif a == "-h" or a == "--help" then
+      print(ctl_usage)
+      return 0
+    elseif a:sub(1, 1) == "-" and #a > 1 and pos[1] ~= "eval" then
+      errf("arbor ctl: unknown option '%s'\n%s", a, ctl_usage)
+      return 2
+    else
+      pos[#pos + 1] = a
+    end
+    i = i + 1
+  end
+  local sock
+  if pos[1] and not commands[pos[1]] then sock = table.remove(pos, 1) end
+  local cmd = table.remove(pos, 1)
+  if not cmd then
+    errf("arbor ctl: missing COMMAND\n%s", ctl_usage)
+    return 2
+  end
+  local want = commands[cmd]
+  if not want then
+    errf("arbor ctl: unknown command '%s'\n%s", cmd, ctl_usage)
+    return 2
+  end
+  if (want >= 0 and #pos ~= want) or (want < 0 and #pos > 1) then
+    errf("arbor ctl %s: wrong number of arguments\n%s", cmd, ctl_usage)
+    return 2
+  end
+  local path, err = M.resolve(sock)
+  if not path then
+    errf("arbor ctl: %s", err)
+    return 3
+  end
+  local conn
+  conn, err = M.open(path)
+  if not conn then
+    errf("arbor ctl: %s", err)
+    return 3
+  end
+  local req = {op = cmd, json = flags.json, follow = flags.follow, n = flags.n}
+  if cmd == "eval" then
+    req.code, req.budget = pos[1], flags.budget
+  elseif pos[1] then
+    req.dn = pos[1]
+  end
+  local reply
+  reply, err = conn:request(req, print_stream)
+  if not reply then
+    conn:close()
+    if req.follow and err == "connection closed by the engine" then return 0 end
+    errf("arbor ctl: %s", err)
+    return 3
+  end
+  if reply.id == json.null then -- refused or a protocol error
+    conn:close()
+    errf("arbor ctl: %s", reply.error)
+    return 3
+  end
+  if not reply.ok then
+    conn:close()
+    if flags.json then
+      print(json.encode({ok = false, error = reply.error, traceback = reply.traceback}))
+    end
+    errf("arbor ctl %s: %s", cmd, (not flags.json and reply.traceback) or reply.error)
+    return 1
+  end
+  if flags.json then
+    if cmd == "eval" then print(json.encode(reply.values or {}))
+    elseif reply.data ~= nil then print(json.encode(reply.data))
+    else print(json.encode({ok = true})) end
+  elseif reply.text and reply.text ~= "" then
+    print(reply.text)
+  end
+  if cmd == "shutdown" then
+    -- wait for the engine to go: it closes the connection when it exits
+    while conn.c:recv() do end
+  end
+  conn:close()
+  return 0
+end
+
+-- ---- arbor repl -------------------------------------------------------------
+
+local function incomplete(code)
+  if load("return " .. code, "=repl") then return false end
+  local _, err = load(code, "=repl")
+  return err ~= nil and err:sub(-5) == "<eof>"
+end
+
+function M.repl(args)
+  local sock, echo
+  for _, a in ipairs(args) do
+    if a == "--echo" then echo = true
+    elseif a == "-h" or a == "--help" then
+      print("usage: arbor repl [--echo] [SOCKET]\n"
+        .. "A Lua REPL inside the running engine (docs/repl.md). Reads lines from\n"
+        .. "a terminal with line editing and history (~/.arbor_history), or from\n"
+        .. "a pipe (--echo prints each line read, as a transcript).")
+      return 0
+    elseif a:sub(1, 1) == "-" then
+      errf("arbor repl: unknown option '%s'", a)
+      return 2
+    elseif sock then
+      errf("arbor repl: more than one SOCKET")
+      return 2
+    else sock = a end
+  end
+  local path, err = M.resolve(sock)
+  if not path then
+    errf("arbor repl: %s", err)
+    return 3
+  end
+  local conn
+  conn, err = M.open(path)
+  if not conn then
+    errf("arbor repl: %s", err)
+    return 3
+  end
+  local st
+  st, err = conn:request({op = "status", json = true})
+  if not st or st.id == json.null or not st.ok then
+    errf("arbor repl: %s", st and st.error or err)
+    return 3
+  end
+  local rl = require "arbor.readline"
+  local tty = rl.isatty(0)
+  rl.catch_sigint()
+  local history = (os.getenv("HOME") or ".") .. "/.arbor_history"
+  if tty then
+    rl.read_history(history)
+    rl.set_completer(function(text, quoted)
+      local r = conn:request({op = "complete", text = text, quoted = quoted})
+      return r and r.matches or {}
+    end)
+    print(string.format("arbor %s, pid %d, %s: %d node(s), up %s. help() lists the "
+      .. "helpers; Ctrl-D quits.", st.data.version, st.data.pid,
+      tostring(st.data.script), st.data.nodes, control.duration(st.data.uptime)))
+  end
+
+  local function read(prompt)
+    if tty then return rl.readline(prompt) end
+    while true do
+      local line = io.stdin:read("l")
+      if line or not rl.sigint() then
+        if line and echo then io.stdout:write(prompt, line, "\n") end
+        return line
+      end
+    end
+  end
+
+  local status = 0
+  local buf
+  while true do
+    local line = read(buf and ">> " or "> ")
+    if line == nil then break end
+    if line == false then
+      buf = nil -- Ctrl-C at the prompt drops the input
+    else
+      buf = buf and (buf .. "\n" .. line) or line
+      if not incomplete(buf) then
+        local code = buf
+        buf = nil
+        if code:find("%S") then
+          if tty then
+            rl.add_history(code)
+            rl.append_history(history)
+          end
+          local id
+          id, err = conn:send({op = "eval", code = code})
+          local reply
+          if id then
+            reply, err = conn:wait(id, print_stream, function()
+              conn.c:send(json.encode({op = "interrupt", target = id, id = "int" .. id}))
+            end)
+          end
+          if not reply then
+            errf("arbor repl: %s", err)
+            return 1
+          end
+          if reply.ok then
+            if reply.text then print(reply.text) end
+            if reply.interrupted then print("(stopped)") end
+          else
+            io.stdout:flush()
+            if reply.syntax then
+              io.stderr:write(reply.error, "\n")
+            else
+              io.stderr:write(reply.traceback or reply.error, "\n")
+            end
+            io.stderr:flush()
+            status = 1
+          end
+        end
+      end
+    end
+  end
+  if buf then
+    errf("arbor repl: input ended inside an incomplete chunk:\n%s", buf)
+    status = 1
+  end
+  if tty then io.stdout:write("\n") end
+  conn:close()
+  return tty and 0 or status
+end
+
+return M

@@ -1,0 +1,744 @@
+--- arbor.control: the engine side of the live control plane (C1-C4).
+--
+-- src/control.c owns the socket, the frames and the clients; this module
+-- answers the requests (docs/control-protocol.md): one-shot operations for
+-- `arbor ctl`, evaluations and completions for `arbor repl`, and streams of
+-- events and logs. Each connection has its own REPL session: an environment
+-- whose variables persist between evaluations and do not leak into the
+-- tree's globals. Evaluations run as coroutines on the engine's loop in
+-- slices of QUANTUM instructions, so a runaway one never freezes the tree;
+-- it is stopped at its instruction budget or by an interrupt (Ctrl-C).
+local core = require "arbor.core"
+local json = require "arbor.json"
+local pretty = require "arbor.pretty"
+
+local M = {}
+
+local QUANTUM = 10000        -- instructions per slice
+local SLICE_NS = 2000000     -- evaluation time per loop turn (2 ms)
+--- Instructions one evaluation may run, unless the request or the session
+-- sets another budget.
+M.default_budget = 100000000
+
+local WAIT = setmetatable({}, {__tostring = function() return "<wait>" end})
+
+--- Where `arbor run` listens by default (C1): $XDG_RUNTIME_DIR/arbor, or
+-- /run/arbor as root, or /tmp/arbor-UID; the file is the script's name
+-- without .lua.
+function M.default_dir()
+  local xdg = os.getenv("XDG_RUNTIME_DIR")
+  if xdg and xdg ~= "" then return xdg .. "/arbor" end
+  local uid = M.uid()
+  if uid == 0 then return "/run/arbor" end
+  return "/tmp/arbor-" .. uid
+end
+
+function M.uid()
+  local f = io.open("/proc/self/status")
+  local uid = f and f:read("a"):match("\nUid:%s*%d+%s+(%d+)")
+  if f then f:close() end
+  return tonumber(uid) or -1
+end
+
+function M.default_path(script)
+  local base = (script or "arbor"):match("([^/]*)$"):gsub("%.lua$", "")
+  if base == "" then base = "arbor" end
+  return M.default_dir() .. "/" .. base .. ".sock"
+end
+
+-- ---- rendering --------------------------------------------------------------
+
+local function duration(s)
+  if not s then return "-" end
+  if s < 60 then return string.format("%.1fs", s) end
+  if s < 3600 then return string.format("%dm%02ds", s // 60, math.floor(s % 60)) end
+  if s < 86400 then return string.format("%dh%02dm", s // 3600, math.floor(s % 3600) // 60) end
+  return string.format("%dd%02dh", s // 86400, math.floor(s % 86400) // 3600)
+end
+M.duration = duration
+
+local function first_line(s)
+  s = tostring(s)
+  local l = s:match("^[^\n]*")
+  if #l > 120 then l = l:sub(1, 117) .. "..." end
+  return l
+end
+
+--- A drawn tree: one node a line with its state, uptime, restarts and last
+-- error (errors shown while the node is not healthy).
+function M.render_tree(t)
+  local lines = {}
+  local function label(n)
+    local s = string.format("%s [%s]", n.name, n.state)
+    if n.uptime then s = s .. " up " .. duration(n.uptime) end
+    if n.restarts and n.restarts > 0 then
+      s = s .. string.format(" restarts=%d", n.restarts)
+    end
+    if n.error and n.state ~= "HEALTHY" and n.state ~= "DONE" then
+      s = s .. "  last error: " .. first_line(n.error)
+    end
+    return s
+  end
+  -- iterative, so deep trees do not overflow
+  local stack = {{t, "", true, true}}
+  while #stack > 0 do
+    local n, prefix, last, top = table.unpack(table.remove(stack))
+    lines[#lines + 1] = top and label(n) or
+      (prefix .. (last and "`-- " or "|-- ") .. label(n))
+    local kids = n.children or {}
+    local sub = top and "" or prefix .. (last and "    " or "|   ")
+    for i = #kids, 1, -1 do stack[#stack + 1] = {kids[i], sub, i == #kids} end
+  end
+  return table.concat(lines, "\n")
+end
+
+local function clock(t) return string.format("%10.3f", t) end
+
+function M.render_event(ev)
+  if ev.kind == "state" and ev.from == ev.to then
+    return string.format("%s %-24s -> %s  (%s)", clock(ev.time), ev.dn, ev.to,
+      ev.reason or "")
+  elseif ev.kind == "state" then
+    return string.format("%s %-24s %s -> %s%s", clock(ev.time), ev.dn, ev.from,
+      ev.to, ev.reason and ("  " .. first_line(ev.reason)) or "")
+  end
+  return string.format("%s %-24s %s: %s", clock(ev.time), ev.dn, ev.kind,
+    ev.reason or "")
+end
+
+function M.render_log(dn, l)
+  return string.format("%s %-24s | %s", clock(l.time), dn, l.line)
+end
+
+-- ---- the server -------------------------------------------------------------
+
+--- serve(e, path, opts) -> server | nil, message. e is the engine object;
+-- opts.arbor is the arbor module (helpers), opts.script the script name.
+function M.serve(e, path, opts)
+  opts = opts or {}
+  local arbor = opts.arbor or require "arbor"
+  local clients = {}     -- client id -> {sessions state}
+  local runq = {}        -- evaluations ready to run, in order
+  local followers = {}   -- key -> {cid, rid, what = "events"|"logs", dn, json}
+  local nfollowers = 0
+  local sub_id           -- the engine subscription while someone follows
+  local current          -- the evaluation running now
+  local srv              -- the C server
+  local started = e:now()
+
+  local function send(cid, rid, t)
+    t.id = rid
+    return srv:send(cid, json.encode(t))
+  end
+
+  local function finish(cid, rid, t)
+    t["end"] = true
+    if t.ok == nil then t.ok = true end
+    return send(cid, rid, t)
+  end
+
+  local function fail(cid, rid, msg, extra)
+    local t = extra or {}
+    t.ok = false
+    t.error = msg
+    return finish(cid, rid, t)
+  end
+
+  -- ---- following events and logs ----
+
+  local function on_event(ev)
+    local line
+    for _, f in pairs(followers) do
+      if f.what == "events" and (not f.dn or ev.dn == f.dn or
+          ev.dn:sub(1, #f.dn + 1) == f.dn .. ".") then
+        if f.json then
+          send(f.cid, f.rid, {event = ev})
+        else
+          line = line or M.render_event(ev)
+          send(f.cid, f.rid, {out = line .. "\n"})
+        end
+      end
+    end
+  end
+
+  local function follow(cid, rid, what, dn, as_json)
+    followers[cid .. "/" .. tostring(rid)] = {cid = cid, rid = rid, what = what,
+      dn = dn, json = as_json}
+    nfollowers = nfollowers + 1
+    if what == "events" and not sub_id then
+      sub_id = e:subscribe(function(ev)
+        local ok, err = pcall(on_event, ev)
+        if not ok then io.stderr:write("arbor: control: ", tostring(err), "\n") end
+      end)
+    end
+  end
+
+  local function unfollow(key)
+    if not followers[key] then return end
+    followers[key] = nil
+    nfollowers = nfollowers - 1
+    local any = false
+    for _, f in pairs(followers) do
+      if f.what == "events" then any = true break end
+    end
+    if not any and sub_id then
+      e:unsubscribe(sub_id)
+      sub_id = nil
+    end
+  end
+
+  local server = {}
+
+  --- Called by arbor.run's log sink: streams the line to `logs -f` clients.
+  function server.on_log(dn, line, time)
+    if nfollowers == 0 then return end
+    for _, f in pairs(followers) do
+      if f.what == "logs" and (dn == f.dn) then
+        if f.json then
+          send(f.cid, f.rid, {log = {dn = dn, line = line, time = time}})
+        else
+          send(f.cid, f.rid, {out = M.render_log(dn, {line = line, time = time}) .. "\n"})
+        end
+      end
+    end
+  end
+
+  -- ---- evaluations ----
+
+  local function close_eval(ev)
+    clients[ev.cid].evals[ev.rid] = nil
+    for i, x in ipairs(runq) do
+      if x == ev then table.remove(runq, i) break end
+    end
+    if ev.follow_key then unfollow(ev.follow_key) end
+    coroutine.close(ev.co)
+  end
+
+  local function eval_done(ev, r)
+    local n = r.n - 1
+    local out = {ok = true, n = n}
+    if ev.json then
+      local vals = {}
+      for i = 1, n do vals[i] = r[i + 1] == nil and json.null or r[i + 1] end
+      out.values = vals
+    elseif n > 0 then
+      out.text = pretty.values(table.move(r, 2, r.n, 1, {}), n)
+    end
+    close_eval(ev)
+    finish(ev.cid, ev.rid, out)
+  end
+
+  local function eval_error(ev, msg, extra)
+    local t = extra or {}
+    t.traceback = t.traceback or debug.traceback(ev.co, msg)
+    close_eval(ev)
+    fail(ev.cid, ev.rid, msg, t)
+  end
+
+  -- Runs ev for up to SLICE_NS; returns true while it still wants to run.
+  local function step(ev, deadline)
+    while true do
+      current = ev
+      local r = table.pack(core.slice(ev.co, QUANTUM))
+      current = nil
+      local kind = r[1]
+      if kind == "slice" then
+        ev.used = ev.used + QUANTUM
+        if ev.used > ev.budget then
+          eval_error(ev, string.format(
+            "evaluation stopped: instruction budget of %d exceeded (a runaway "
+            .. "loop? budget(n) raises it for this session)", ev.budget),
+            {budget = true})
+          return false
+        end
+      elseif kind == "yield" then
+        if r[2] == WAIT then
+          ev.waiting = true
+          return false
+        end
+        -- a bare coroutine.yield() at the top of an evaluation: go on
+      elseif kind == "return" then
+        eval_done(ev, r)
+        return false
+      else
+        local err = r[2]
+        eval_error(ev, type(err) == "string" and err or pretty.pretty(err))
+        return false
+      end
+      if core.hrtime() >= deadline then return true end
+    end
+  end
+
+  local function on_idle()
+    local deadline = core.hrtime() + SLICE_NS
+    local i = 1
+    while i <= #runq do
+      local ev = runq[i]
+      if step(ev, deadline) then
+        i = i + 1
+      end
+      -- a finished evaluation removed itself from runq
+      if core.hrtime() >= deadline then break end
+    end
+    -- round robin: the one that ran first goes last
+    if #runq > 1 then table.insert(runq, table.remove(runq, 1)) end
+    return #runq > 0
+  end
+
+  -- ---- sessions and helpers ----
+
+  local function node_or_error(dn, level)
+    if type(dn) ~= "string" then
+      error("want a DN string (like \"root.web\"), got " .. type(dn), level + 1)
+    end
+    local f, err = e:node(dn)
+    if not f then error(err, level + 1) end
+    return f
+  end
+
+  local function out(text) -- print to the client of the running evaluation
+    if current then send(current.cid, current.rid, {out = text}) end
+  end
+
+  local function tree_snapshot(dn)
+    return e:tree(dn)
+  end
+
+  local help_text = [[
+helpers (this session's environment; `arbor` is the arbor module):
+  tree([dn])            draw the tree: states, uptimes, restarts, last errors
+  node(dn)              the node's fields (state, error, traceback, ...)
+  restart(dn)           restart a node now (starts a held or pending one)
+  stop(dn)              stop a node and hold it down until restart(dn)
+  swap(dn, fn [, {restart = true}])   the node's next start runs fn
+  policy(dn, p)         p decides the node's restarts (nil: the default)
+  logs(dn [, n])        the node's last log lines
+  events([n])           the last n events (default 20)
+  watch([dn])           follow events (of dn's subtree) until Ctrl-C
+  reload(module [, {restart = true}])  re-require a module, swap its runnables
+  explain(dn)           why the node was (not) restarted (arbor.explain)
+  budget([n])           this session's instruction budget per evaluation
+  help()                this text
+An expression prints its value; `x = 1` keeps x in this session only
+(`_G.x = 1` sets a global of the tree). Ctrl-C interrupts an evaluation.]]
+
+  local function make_session(cid)
+    local s = {budget = M.default_budget}
+    local env = {}
+    local h = {}
+    h.arbor = arbor
+    h.print = function(...)
+      local n = select("#", ...)
+      local parts = {}
+      for i = 1, n do parts[i] = tostring((select(i, ...))) end
+      out(table.concat(parts, "\t") .. "\n")
+    end
+    h.help = function() out(help_text .. "\n") end
+    h.tree = function(dn)
+      if dn ~= nil then node_or_error(dn, 2) end
+      out(M.render_tree(tree_snapshot(dn)) .. "\n")
+    end
+    h.node = function(dn) return node_or_error(dn, 2) end
+    h.restart = function(dn)
+      node_or_error(dn, 2)
+      e:restart(dn)
+      out(dn .. ": restarted\n")
+    end
+    h.stop = function(dn)
+      node_or_error(dn, 2)
+      e:hold(dn)
+      out(dn .. ": stopped (held until restart(\"" .. dn .. "\"))\n")
+    end
+    h.swap = function(dn, fn, o)
+      node_or_error(dn, 2)
+      arbor._node_view(e, dn):swap(fn, o)
+      out(dn .. ": runnable swapped" .. ((o and o.restart) and ", restarted\n"
+        or " (its next start runs it)\n"))
+    end
+    h.policy = function(dn, p)
+      node_or_error(dn, 2)
+      arbor._node_view(e, dn):set_policy(p)
+      out(dn .. ": " .. (p and "policy replaced" or "default policy restored") .. "\n")
+    end
+    h.logs = function(dn, n)
+      node_or_error(dn, 2)
+      local lines = {}
+      for _, l in ipairs(e:logs(dn, n or 20)) do
+        lines[#lines + 1] = M.render_log(dn, l)
+      end
+      out(#lines > 0 and table.concat(lines, "\n") .. "\n" or "(no log lines)\n")
+    end
+    h.events = function(n)
+      local lines = {}
+      for _, ev in ipairs(e:events(n or 20)) do lines[#lines + 1] = M.render_event(ev) end
+      out(#lines > 0 and table.concat(lines, "\n") .. "\n" or "(no events)\n")
+    end
+    h.watch = function(dn)
+      if dn ~= nil then node_or_error(dn, 2) end
+      local ev = current
+      if not ev or not coroutine.isyieldable() then
+        error("watch(): only at the top of a REPL evaluation", 2)
+      end
+      out("watching events" .. (dn and (" of " .. dn) or "") .. " (Ctrl-C stops)\n")
+      ev.follow_key = ev.cid .. "/" .. tostring(ev.rid)
+      follow(ev.cid, ev.rid, "events", dn, false)
+      coroutine.yield(WAIT) -- until interrupted
+    end
+    h.reload = function(name, o)
+      if type(name) ~= "string" then
+        error("reload(module): want a module name, got " .. type(name), 2)
+      end
+      local old = package.loaded[name]
+      if old == nil then error("reload: module '" .. name .. "' was never loaded", 2) end
+      package.loaded[name] = nil
+      local ok, new = pcall(require, name)
+      if not ok then
+        package.loaded[name] = old
+        error("reload " .. name .. ": " .. tostring(new) .. " (the old module stays)", 2)
+      end
+      local by_fn = {}
+      if type(old) == "table" then
+        for k, v in pairs(old) do if type(v) == "function" then by_fn[v] = k end end
+      elseif type(old) == "function" then
+        by_fn[old] = true
+      end
+      local swapped = {}
+      local stack = {tree_snapshot()}
+      while #stack > 0 do
+        local n = table.remove(stack)
+        local key = by_fn[core.runnable(e, n.dn)]
+        if key ~= nil then
+          local fn = key == true and new or (type(new) == "table" and new[key])
+          if type(fn) == "function" then
+            e:swap(n.dn, fn, o and o.restart)
+            swapped[#swapped + 1] = n.dn
+          end
+        end
+        for _, c in ipairs(n.children) do stack[#stack + 1] = c end
+      end
+      table.sort(swapped)
+      out(string.format("reloaded %s; swapped %d node(s)%s%s\n", name, #swapped,
+        #swapped > 0 and ": " or "", table.concat(swapped, ", ")))
+      return new
+    end
+    h.explain = function(dn)
+      node_or_error(dn, 2)
+      if type(arbor.explain) ~= "function" then
+        error("explain: unavailable in this build (arbor.explain comes with "
+          .. "the restart-policies work)", 2)
+      end
+      return arbor.explain(dn)
+    end
+    h.budget = function(n)
+      if n ~= nil then
+        if math.type(n) ~= "integer" and not (type(n) == "number" and n == math.floor(n)) or n < QUANTUM then
+          error("budget(n): want an instruction count >= " .. QUANTUM, 2)
+        end
+        s.budget = math.floor(n)
+      end
+      return s.budget
+    end
+    s.helpers = h
+    setmetatable(env, {__index = function(_, k)
+      local v = h[k]
+      if v ~= nil then return v end
+      return _G[k]
+    end})
+    s.env = env
+    return {session = s, evals = {}}
+  end
+
+  local function client_state(cid)
+    local c = clients[cid]
+    if not c then
+      c = make_session(cid)
+      clients[cid] = c
+    end
+    return c
+  end
+
+  -- `local x = 1` at the start of a line persists in the session: the
+  -- session keeps it as a variable of its environment.
+  local function persist_locals(code)
+    local rest = code:match("^%s*local%s+function%s+(.*)$")
+    if rest then return "function " .. rest end
+    rest = code:match("^%s*local%s+([%a_][%w_%s,]*=.*)$")
+    if rest and not rest:find("^[^=]*<") then return rest end
+    rest = code:match("^%s*local%s+([%a_][%w_%s,]*)$")
+    if rest then return rest .. " = nil" end
+    return code
+  end
+
+  local function compile(code, env)
+    local fn = load("return " .. code, "=repl", "t", env)
+    if fn then return fn end
+    local src = persist_locals(code)
+    local err
+    fn, err = load(src, "=repl", "t", env)
+    if fn then return fn end
+    if src ~= code then -- report the error of the code as typed
+      local _, e2 = load(code, "=repl", "t", env)
+      err = e2 or err
+    end
+    return nil, err
+  end
+
+  -- ---- operations ----
+
+  local ops = {}
+
+  function ops.eval(cid, rid, req)
+    if type(req.code) ~= "string" then return fail(cid, rid, "eval: want code (a string)") end
+    local c = client_state(cid)
+    if c.evals[rid] then return fail(cid, rid, "eval: request id " .. tostring(rid) .. " is in use") end
+    local fn, err = compile(req.code, c.session.env)
+    if not fn then
+      return fail(cid, rid, err, {incomplete = err:sub(-5) == "<eof>" or nil,
+        syntax = true})
+    end
+    local budget = c.session.budget
+    if req.budget ~= nil then
+      if math.type(req.budget) ~= "integer" or req.budget < QUANTUM then
+        return fail(cid, rid, "eval: budget must be an integer >= " .. QUANTUM)
+      end
+      budget = req.budget
+    end
+    local ev = {cid = cid, rid = rid, co = coroutine.create(fn), used = 0,
+      budget = budget, json = req.json == true}
+    c.evals[rid] = ev
+    if step(ev, core.hrtime() + SLICE_NS) then
+      runq[#runq + 1] = ev
+      srv:busy()
+    end
+  end
+
+  function ops.interrupt(cid, rid, req)
+    local c = client_state(cid)
+    local ev = c.evals[req.target]
+    if ev then
+      if ev.follow_key then -- watch(): Ctrl-C is its normal end
+        close_eval(ev)
+        finish(cid, ev.rid, {ok = true, interrupted = true})
+      else
+        eval_error(ev, "interrupted", {interrupted = true})
+      end
+    end
+    local key = cid .. "/" .. tostring(req.target)
+    if followers[key] then
+      unfollow(key)
+      finish(cid, req.target, {ok = true, interrupted = true})
+    end
+    finish(cid, rid, {ok = true, found = ev ~= nil})
+  end
+
+  local function want_dn(cid, rid, req, op)
+    if type(req.dn) ~= "string" then
+      fail(cid, rid, op .. ": want a DN (like \"root.web\")")
+      return nil
+    end
+    local f, err = e:node(req.dn)
+    if not f then fail(cid, rid, err) return nil end
+    return f
+  end
+
+  function ops.status(cid, rid, req)
+    local st = e:stats()
+    local root = e:node("root")
+    local data = {version = arbor.version, pid = core.getpid(), script = opts.script,
+      socket = path, uptime = e:now() - started, nodes = st.nodes, running = st.live,
+      restarts = st.restarts, root = root and root.state, clients = srv:info().clients}
+    if req.json then return finish(cid, rid, {data = data}) end
+    finish(cid, rid, {text = string.format(
+      "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\n%d client(s) connected",
+      data.version, data.pid, tostring(data.script), path, duration(data.uptime),
+      data.nodes, data.running, data.restarts, tostring(data.root), data.clients)})
+  end
+
+  function ops.tree(cid, rid, req)
+    if req.dn ~= nil and not want_dn(cid, rid, req, "tree") then return end
+    local t = tree_snapshot(req.dn)
+    if req.json then return finish(cid, rid, {data = t}) end
+    finish(cid, rid, {text = M.render_tree(t)})
+  end
+
+  function ops.node(cid, rid, req)
+    local f = want_dn(cid, rid, req, "node")
+    if not f then return end
+    if req.json then return finish(cid, rid, {data = f}) end
+    finish(cid, rid, {text = pretty.pretty(f)})
+  end
+
+  function ops.restart(cid, rid, req)
+    if not want_dn(cid, rid, req, "restart") then return end
+    local ok, err = pcall(e.restart, e, req.dn)
+    if not ok then return fail(cid, rid, tostring(err)) end
+    finish(cid, rid, {text = req.dn .. ": restarted"})
+  end
+
+  function ops.stop(cid, rid, req)
+    if not want_dn(cid, rid, req, "stop") then return end
+    local ok, err = pcall(e.hold, e, req.dn)
+    if not ok then return fail(cid, rid, tostring(err)) end
+    finish(cid, rid, {text = req.dn .. ": stopped (held until restarted)"})
+  end
+
+  local function want_count(cid, rid, req, default)
+    local n = req.n
+    if n == nil then return default end
+    if math.type(n) ~= "integer" or n < 0 then
+      fail(cid, rid, "n must be an integer >= 0")
+      return nil
+    end
+    return n
+  end
+
+  function ops.logs(cid, rid, req)
+    if not want_dn(cid, rid, req, "logs") then return end
+    local n = want_count(cid, rid, req, 20)
+    if not n then return end
+    local lines = e:logs(req.dn, n)
+    if req.json then
+      for _, l in ipairs(lines) do l.dn = req.dn end
+    end
+    if req.follow then
+      for _, l in ipairs(lines) do
+        if req.json then send(cid, rid, {log = l})
+        else send(cid, rid, {out = M.render_log(req.dn, l) .. "\n"}) end
+      end
+      return follow(cid, rid, "logs", req.dn, req.json)
+    end
+    if req.json then return finish(cid, rid, {data = lines}) end
+    local text = {}
+    for _, l in ipairs(lines) do text[#text + 1] = M.render_log(req.dn, l) end
+    finish(cid, rid, {text = table.concat(text, "\n")})
+  end
+
+  function ops.events(cid, rid, req)
+    local n = want_count(cid, rid, req, 20)
+    if not n then return end
+    local evs = e:events(n)
+    if req.follow then
+      for _, ev in ipairs(evs) do
+        if req.json then send(cid, rid, {event = ev})
+        else send(cid, rid, {out = M.render_event(ev) .. "\n"}) end
+      end
+      return follow(cid, rid, "events", nil, req.json)
+    end
+    if req.json then return finish(cid, rid, {data = evs}) end
+    local text = {}
+    for _, ev in ipairs(evs) do text[#text + 1] = M.render_event(ev) end
+    finish(cid, rid, {text = table.concat(text, "\n")})
+  end
+
+  function ops.shutdown(cid, rid)
+    finish(cid, rid, {text = "stopping the tree"})
+    e:stop()
+  end
+
+  -- Completion: names (helpers, the session's variables, globals, fields of
+  -- tables after a dot or colon) or, inside a string, DNs.
+  function ops.complete(cid, rid, req)
+    local text = type(req.text) == "string" and req.text or ""
+    local c = client_state(cid)
+    local seen, matches = {}, {}
+    local function add(m)
+      if not seen[m] and #matches < 500 then
+        seen[m] = true
+        matches[#matches + 1] = m
+      end
+    end
+    if req.quoted then
+      local stack = {tree_snapshot()}
+      while #stack > 0 do
+        local n = table.remove(stack)
+        if n.dn:sub(1, #text) == text then add(n.dn) end
+        for _, ch in ipairs(n.children) do stack[#stack + 1] = ch end
+      end
+    else
+      local path, sep, last = text:match("^(.*)([%.:])([%w_]*)$")
+      if not path then
+        last = text
+        for _, t in ipairs({c.session.helpers, c.session.env, _G}) do
+          for k in pairs(t) do
+            if type(k) == "string" and k:sub(1, #last) == last then add(k) end
+          end
+        end
+      else
+        local ok, obj = pcall(function()
+          local v = c.session.env
+          for part in path:gmatch("[^%.:]+") do v = v[part] end
+          return v
+        end)
+        local t = ok and obj
+        if type(t) ~= "table" and ok and obj ~= nil then
+          local mt = getmetatable(obj)
+          t = type(mt) == "table" and type(mt.__index) == "table" and mt.__index or nil
+        end
+        if type(t) == "table" then
+          for k, v in pairs(t) do
+            if type(k) == "string" and k:sub(1, #last) == last and
+                (sep == "." or type(v) == "function") then
+              add(path .. sep .. k)
+            end
+          end
+        end
+      end
+    end
+    table.sort(matches)
+    finish(cid, rid, {matches = matches})
+  end
+
+  -- ---- the handler called by control.c ----
+
+  local handler = {}
+
+  function handler.on_frame(cid, payload)
+    local req, err = json.decode(payload)
+    if type(req) ~= "table" or getmetatable(req) ~= json.object_mt then
+      send(cid, json.null, {["end"] = true, ok = false,
+        error = "protocol error: " .. (err or "a request must be a JSON object")})
+      return srv:drop(cid, "malformed request")
+    end
+    local rid = req.id
+    if not (math.type(rid) == "integer" or type(rid) == "string") then
+      send(cid, json.null, {["end"] = true, ok = false,
+        error = "protocol error: a request needs an id (an integer or a string)"})
+      return srv:drop(cid, "malformed request")
+    end
+    local op = ops[req.op]
+    if not op then
+      return fail(cid, rid, "unknown op '" .. tostring(req.op) .. "' (want one of "
+        .. "eval, complete, interrupt, status, tree, node, restart, stop, logs, "
+        .. "events, shutdown)")
+    end
+    local ok, perr = pcall(op, cid, rid, req)
+    if not ok then fail(cid, rid, tostring(perr)) end
+  end
+
+  function handler.on_close(cid)
+    local c = clients[cid]
+    if c then
+      for _, ev in pairs(c.evals) do close_eval(ev) end
+      clients[cid] = nil
+    end
+    for key, f in pairs(followers) do
+      if f.cid == cid then unfollow(key) end
+    end
+  end
+
+  handler.on_idle = on_idle
+
+  local err
+  srv, err = core.control_listen(e, path, handler)
+  if not srv then return nil, err end
+
+  server.path = path
+  function server.close()
+    if sub_id then e:unsubscribe(sub_id) sub_id = nil end
+    srv:close()
+  end
+  server.c = srv
+  return server
+end
+
+return M

@@ -1,0 +1,807 @@
+/* control.c: the live control plane's transport (C1, C4) and evaluation
+ * slices (C2).
+ *
+ * The server listens on a Unix stream socket on the engine's libuv loop,
+ * refuses peers whose uid is neither arbor's nor root, cuts the byte stream
+ * into frames (frame.c) and hands each to Lua (lua/arbor/control.lua), which
+ * answers through server:send. Each client's unsent output is bounded: a
+ * client that stops reading is dropped, the engine never waits for it.
+ *
+ * core.slice runs a REPL evaluation for a bounded number of instructions and
+ * yields back to the loop, so a runaway evaluation never freezes the tree.
+ *
+ * core.connect is the blocking client side used by `arbor ctl`, `arbor repl`
+ * and the benchmarks.
+ */
+#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include <errno.h>
+#include <lauxlib.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "l_arbor.h"
+
+int arbor_peer_cred(int fd, int *uid, int *pid);
+
+#define SERVER_MT "arbor.ControlServer"
+#define CONN_MT "arbor.ControlConn"
+#define READ_CHUNK 65536
+/* Unsent output a client may have before it is dropped (C4). */
+#define OUT_LIMIT (64u << 20)
+
+typedef struct server server;
+
+typedef struct client {
+  uv_pipe_t pipe; /* first: handle->data is not needed */
+  server *srv;
+  lua_Integer id;
+  arbor_frame_reader rd;
+  size_t queued;  /* bytes handed to uv_write, not yet written */
+  int closing;
+  struct client *prev, *next;
+} client;
+
+typedef struct write_req {
+  uv_write_t req;
+  client *c;
+  size_t n;
+  char data[];
+} write_req;
+
+struct server {
+  uv_pipe_t pipe;
+  uv_idle_t idle;
+  arbor_engine *e;
+  lua_State *L;     /* our own thread for the callbacks */
+  int L_ref, handler_ref;
+  client *clients;
+  lua_Integer next_id;
+  size_t nclients;
+  size_t out_limit;
+  int open_handles; /* freed when the last close callback ran */
+  int closed;
+  char *path;
+};
+
+typedef struct userver {
+  server *s;
+} userver;
+
+/* ---- helpers -------------------------------------------------------- */
+
+static void log_root(server *s, const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  arbor_str *line = arbor_str_new(buf, strlen(buf));
+  if (line) {
+    arbor_engine_log(s->e, (pnode *)s->e->tree.root, line);
+    arbor_str_unref(line);
+  }
+}
+
+static void server_release(server *s) {
+  if (--s->open_handles > 0) return;
+  free(s->path);
+  free(s);
+}
+
+static void on_server_handle_closed(uv_handle_t *h) { server_release(h->data); }
+
+/* Calls handler[name](args...) on the server's thread, under pcall; an
+   error is logged, never raised into libuv. The nargs arguments are on top
+   of s->L. Returns the first result as a boolean. */
+static int call_handler(server *s, const char *name, int nargs) {
+  lua_State *L = s->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s->handler_ref);
+  lua_getfield(L, -1, name);
+  lua_remove(L, -2);
+  lua_insert(L, -(nargs + 1));
+  int ok = 0;
+  if (lua_pcall(L, nargs, 1, 0) != LUA_OK) {
+    log_root(s, "control: %s failed: %s", name, lua_tostring(L, -1));
+  } else {
+    ok = lua_toboolean(L, -1);
+  }
+  lua_pop(L, 1);
+  return ok;
+}
+
+/* ---- clients -------------------------------------------------------- */
+
+static void on_client_closed(uv_handle_t *h) {
+  client *c = (client *)h;
+  server *s = c->srv;
+  arbor_frame_free(&c->rd);
+  free(c);
+  server_release(s);
+}
+
+/* Closes a client (idempotent); tells Lua with why. */
+static void client_close(client *c, const char *why) {
+  if (c->closing) return;
+  c->closing = 1;
+  server *s = c->srv;
+  if (c->prev) c->prev->next = c->next;
+  else s->clients = c->next;
+  if (c->next) c->next->prev = c->prev;
+  s->nclients--;
+  uv_read_stop((uv_stream_t *)&c->pipe);
+  uv_close((uv_handle_t *)&c->pipe, on_client_closed);
+  if (!s->closed) {
+    lua_pushinteger(s->L, c->id);
+    lua_pushstring(s->L, why);
+    call_handler(s, "on_close", 2);
+  }
+}
+
+static void on_written(uv_write_t *req, int status) {
+  write_req *w = (write_req *)req;
+  w->c->queued -= w->n;
+  if (status < 0 && status != UV_ECANCELED)
+    client_close(w->c, uv_strerror(status));
+  free(w);
+}
+
+/* Sends one frame: written at once when the socket takes it, else queued.
+   A client whose queue passes the limit is dropped. Returns 0 or -1. */
+static int client_send(client *c, const char *p, size_t n) {
+  if (c->closing) return -1;
+  unsigned char h[ARBOR_FRAME_HEADER];
+  arbor_frame_header(h, (uint32_t)n);
+  size_t done = 0, total = n + sizeof h;
+  if (c->queued == 0) {
+    uv_buf_t bufs[2] = {uv_buf_init((char *)h, sizeof h),
+                        uv_buf_init((char *)p, (unsigned)n)};
+    int r = uv_try_write((uv_stream_t *)&c->pipe, bufs, 2);
+    if (r == (int)total) return 0;
+    if (r < 0 && r != UV_EAGAIN) {
+      client_close(c, uv_strerror(r));
+      return -1;
+    }
+    if (r > 0) done = (size_t)r;
+  }
+  size_t rest = total - done;
+  if (c->queued + rest > c->srv->out_limit) {
+    log_root(c->srv,
+             "control: dropped client %d: it stopped reading (%zu bytes "
+             "unsent, limit %zu)",
+             (int)c->id, c->queued + rest, c->srv->out_limit);
+    client_close(c, "slow reader: output limit exceeded");
+    return -1;
+  }
+  write_req *w = malloc(sizeof *w + rest);
+  if (!w) {
+    client_close(c, "out of memory");
+    return -1;
+  }
+  w->c = c;
+  w->n = rest;
+  /* copy the unsent tail of header + payload */
+  size_t off = 0;
+  if (done < sizeof h) {
+    memcpy(w->data, h + done, sizeof h - done);
+    off = sizeof h - done;
+    memcpy(w->data + off, p, n);
+  } else {
+    memcpy(w->data, p + (done - sizeof h), rest);
+  }
+  uv_buf_t buf = uv_buf_init(w->data, (unsigned)rest);
+  if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &buf, 1, on_written) < 0) {
+    free(w);
+    client_close(c, "write failed");
+    return -1;
+  }
+  c->queued += rest;
+  return 0;
+}
+
+/* Sends a protocol error and closes the connection (C4). */
+static void client_fail(client *c, const char *fmt, ...) {
+  char msg[256], json[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  int n = snprintf(json, sizeof json,
+                   "{\"id\":null,\"end\":true,\"ok\":false,\"error\":"
+                   "\"%s\"}",
+                   msg);
+  client_send(c, json, (size_t)n);
+  client_close(c, msg);
+}
+
+static void on_alloc(uv_handle_t *h, size_t want, uv_buf_t *buf) {
+  (void)h;
+  (void)want;
+  static char chunk[READ_CHUNK]; /* one loop thread: reused */
+  *buf = uv_buf_init(chunk, sizeof chunk);
+}
+
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
+  client *c = (client *)st;
+  server *s = c->srv;
+  if (nread == 0) return;
+  if (nread < 0) {
+    size_t pending = arbor_frame_pending(&c->rd);
+    if (nread == UV_EOF && pending > 0)
+      client_fail(c, "protocol error: truncated frame: the connection ended %zu byte(s) "
+                     "into a frame", pending);
+    else
+      client_close(c, nread == UV_EOF ? "closed" : uv_strerror((int)nread));
+    return;
+  }
+  int st_feed = arbor_frame_feed(&c->rd, buf->base, (size_t)nread);
+  const char *p;
+  size_t n;
+  for (;;) {
+    int r = arbor_frame_next(&c->rd, &p, &n);
+    if (r == ARBOR_FRAME_MORE) break;
+    if (r < 0) st_feed = r;
+    if (r != ARBOR_FRAME_OK) break;
+    lua_pushinteger(s->L, c->id);
+    lua_pushlstring(s->L, p, n);
+    call_handler(s, "on_frame", 2);
+    if (c->closing || s->closed) return;
+  }
+  if (st_feed == ARBOR_FRAME_TOO_BIG)
+    client_fail(c, "protocol error: frame too large (%u bytes, limit %zu)", c->rd.bad_len,
+                c->rd.max);
+  else if (st_feed < 0)
+    client_fail(c, "protocol error: %s", arbor_frame_strerror(st_feed));
+}
+
+static void on_connection(uv_stream_t *st, int status) {
+  server *s = st->data;
+  if (status < 0 || s->closed) return;
+  client *c = calloc(1, sizeof *c);
+  if (!c) return;
+  c->srv = s;
+  uv_pipe_init(st->loop, &c->pipe, 0);
+  s->open_handles++;
+  if (uv_accept(st, (uv_stream_t *)&c->pipe) < 0) {
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->pipe, on_client_closed);
+    return;
+  }
+  arbor_frame_init(&c->rd, ARBOR_FRAME_MAX_REQUEST);
+  c->id = ++s->next_id;
+  c->next = s->clients;
+  if (s->clients) s->clients->prev = c;
+  s->clients = c;
+  s->nclients++;
+  /* C1: the peer must be arbor's own user or root */
+  uv_os_fd_t fd;
+  int uid, pid;
+  uid_t me = geteuid();
+  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 ||
+      arbor_peer_cred(fd, &uid, &pid) != 0) {
+    log_root(s, "control: refused a connection: no peer credentials");
+    client_fail(c, "refused: no peer credentials");
+    return;
+  }
+  if ((uid_t)uid != me && (uid_t)uid != 0) {
+    log_root(s, "control: refused a connection from uid %d (pid %d): only "
+                "uid %d and root may connect",
+             (int)(uid_t)uid, pid, (int)me);
+    client_fail(c, "refused: uid %d may not control this engine (owner uid "
+                   "%d)", (int)(uid_t)uid, (int)me);
+    return;
+  }
+  uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
+}
+
+/* ---- the listening socket ------------------------------------------- */
+
+/* 1 when something answers at path (another arbor), 0 when nothing does
+   (a stale socket left by a crashed run, or no file). */
+static int socket_alive(const char *path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  strncpy(sa.sun_path, path, sizeof sa.sun_path - 1);
+  int alive = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+  close(fd);
+  return alive;
+}
+
+/* Makes path's directory (mode 0700) when missing. Returns NULL or a
+   message in buf. */
+static const char *prepare_dir(const char *path, char *buf, size_t size) {
+  char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return NULL;
+  *slash = '\0';
+  if (mkdir(dir, 0700) == 0 || errno == EEXIST) return NULL;
+  snprintf(buf, size, "cannot create the directory %s: %s", dir,
+           strerror(errno));
+  return buf;
+}
+
+static void on_idle(uv_idle_t *h) {
+  server *s = h->data;
+  if (!call_handler(s, "on_idle", 0)) uv_idle_stop(&s->idle);
+}
+
+/* core.control_listen(engine, path, handler) -> server | nil, message.
+   handler: {on_frame = f(id, payload), on_close = f(id, why),
+   on_idle = f() -> busy}. */
+static int l_listen(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  size_t plen;
+  const char *path = luaL_checklstring(L, 2, &plen);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  if (!e->loop) return luaL_error(L, "control_listen: the engine is virtual");
+  char msg[600];
+  if (plen >= sizeof ((struct sockaddr_un *)0)->sun_path) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "control socket path too long (%d bytes, limit %d): %s",
+                    (int)plen,
+                    (int)sizeof ((struct sockaddr_un *)0)->sun_path - 1, path);
+    return 2;
+  }
+  if (prepare_dir(path, msg, sizeof msg)) {
+    lua_pushnil(L);
+    lua_pushstring(L, msg);
+    return 2;
+  }
+  struct stat sb;
+  if (lstat(path, &sb) == 0) {
+    if (!S_ISSOCK(sb.st_mode)) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "%s exists and is not a socket; not replacing it",
+                      path);
+      return 2;
+    }
+    if (socket_alive(path)) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "another arbor is serving %s (stop it, or pass "
+                         "--control with another path)", path);
+      return 2;
+    }
+    unlink(path); /* stale: its engine is gone */
+  }
+  server *s = calloc(1, sizeof *s);
+  if (!s || !(s->path = strdup(path))) {
+    free(s);
+    return luaL_error(L, "control_listen: out of memory");
+  }
+  s->e = e;
+  s->out_limit = OUT_LIMIT;
+  uv_pipe_init(e->loop, &s->pipe, 0);
+  s->pipe.data = s;
+  uv_idle_init(e->loop, &s->idle);
+  s->idle.data = s;
+  s->open_handles = 2;
+  mode_t old = umask(0177);
+  int r = uv_pipe_bind(&s->pipe, path);
+  umask(old);
+  if (r == 0) chmod(path, 0600);
+  if (r == 0) r = uv_listen((uv_stream_t *)&s->pipe, 128, on_connection);
+  if (r < 0) {
+    s->closed = 1;
+    uv_close((uv_handle_t *)&s->pipe, on_server_handle_closed);
+    uv_close((uv_handle_t *)&s->idle, on_server_handle_closed);
+    lua_pushnil(L);
+    lua_pushfstring(L, "cannot listen on %s: %s", path, uv_strerror(r));
+    return 2;
+  }
+  /* a peer that vanishes must not kill the engine with SIGPIPE */
+  signal(SIGPIPE, SIG_IGN);
+  s->L = lua_newthread(L);
+  s->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_pushvalue(L, 3);
+  s->handler_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  userver *u = lua_newuserdatauv(L, sizeof *u, 1);
+  u->s = s;
+  lua_pushvalue(L, 1); /* keep the engine alive as long as the server */
+  lua_setiuservalue(L, -2, 1);
+  luaL_setmetatable(L, SERVER_MT);
+  return 1;
+}
+
+static server *check_server(lua_State *L) {
+  userver *u = luaL_checkudata(L, 1, SERVER_MT);
+  if (!u->s) luaL_error(L, "control server is closed");
+  return u->s;
+}
+
+static client *find_client(server *s, lua_Integer id) {
+  for (client *c = s->clients; c; c = c->next)
+    if (c->id == id) return c;
+  return NULL;
+}
+
+/* server:send(id, payload) -> true | false (the client is gone) */
+static int l_send(lua_State *L) {
+  server *s = check_server(L);
+  client *c = find_client(s, luaL_checkinteger(L, 2));
+  size_t n;
+  const char *p = luaL_checklstring(L, 3, &n);
+  if (n == 0 || n > ARBOR_FRAME_MAX_REPLY)
+    return luaL_error(L, "send: payload of %d bytes (want 1 to %d)", (int)n,
+                      (int)ARBOR_FRAME_MAX_REPLY);
+  lua_pushboolean(L, c && client_send(c, p, n) == 0);
+  return 1;
+}
+
+/* server:drop(id, why) */
+static int l_drop(lua_State *L) {
+  server *s = check_server(L);
+  client *c = find_client(s, luaL_checkinteger(L, 2));
+  if (c) client_close(c, luaL_optstring(L, 3, "dropped"));
+  return 0;
+}
+
+/* server:busy(): on_idle is called each loop turn until it returns false. */
+static int l_busy(lua_State *L) {
+  server *s = check_server(L);
+  if (!uv_is_active((uv_handle_t *)&s->idle)) uv_idle_start(&s->idle, on_idle);
+  return 0;
+}
+
+/* server:info() -> {clients=, path=, out_limit=} */
+static int l_info(lua_State *L) {
+  server *s = check_server(L);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, (lua_Integer)s->nclients);
+  lua_setfield(L, -2, "clients");
+  lua_pushstring(L, s->path);
+  lua_setfield(L, -2, "path");
+  lua_pushinteger(L, (lua_Integer)s->out_limit);
+  lua_setfield(L, -2, "out_limit");
+  return 1;
+}
+
+/* server:set_out_limit(bytes) */
+static int l_set_out_limit(lua_State *L) {
+  server *s = check_server(L);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, n >= 4096, 2, "want at least 4096 bytes");
+  s->out_limit = (size_t)n;
+  return 0;
+}
+
+/* server:close(): closes every client and the socket, removes the file.
+   Idempotent; also __gc and __close. */
+static int l_close(lua_State *L) {
+  userver *u = luaL_checkudata(L, 1, SERVER_MT);
+  server *s = u->s;
+  if (!s) return 0;
+  u->s = NULL;
+  s->closed = 1;
+  while (s->clients) client_close(s->clients, "engine closing");
+  unlink(s->path);
+  uv_close((uv_handle_t *)&s->pipe, on_server_handle_closed);
+  uv_close((uv_handle_t *)&s->idle, on_server_handle_closed);
+  luaL_unref(L, LUA_REGISTRYINDEX, s->handler_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, s->L_ref);
+  return 0;
+}
+
+/* ---- evaluation slices ---------------------------------------------- */
+
+static lua_State *slice_co;   /* the evaluation being run */
+static long slice_stuck;      /* instructions run where it cannot yield */
+static long slice_stuck_limit = 100000000;
+static int slice_quantum;
+static int slice_yielded;    /* the hook yielded (not the code) */
+
+static void slice_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  if (!slice_co) { /* a coroutine made by an evaluation, run later */
+    lua_sethook(L, NULL, 0, 0);
+    return;
+  }
+  if (L == slice_co && lua_isyieldable(L)) {
+    slice_yielded = 1;
+    lua_yield(L, 0); /* back to the loop; resumed at the next slice */
+    return;
+  }
+  slice_stuck += slice_quantum;
+  if (slice_stuck > slice_stuck_limit)
+    luaL_error(L, "evaluation stopped: ran %d instructions in a call that "
+                  "cannot be interrupted (inside a C function such as "
+                  "table.sort or string.gsub, or a nested coroutine)",
+               (int)slice_stuck);
+}
+
+/* core.slice(co, quantum, ...) -> "slice" | "yield", ... | "return", ... |
+   "error", err. Resumes co with the values; the count hook yields back here
+   every quantum instructions, so one call runs about quantum instructions
+   of co. */
+static int l_slice(lua_State *L) {
+  lua_State *co = lua_tothread(L, 1);
+  luaL_argexpected(L, co, 1, "thread");
+  int quantum = (int)luaL_checkinteger(L, 2);
+  luaL_argcheck(L, quantum > 0, 2, "want a positive instruction count");
+  int nargs = lua_gettop(L) - 2;
+  int st = lua_status(co);
+  if (st != LUA_YIELD && !(st == LUA_OK && lua_gettop(co) > 0))
+    return luaL_error(L, "slice: the coroutine cannot be resumed");
+  luaL_checkstack(co, nargs, "slice: too many arguments");
+  lua_xmove(L, co, nargs);
+  lua_State *prev_co = slice_co;
+  long prev_stuck = slice_stuck;
+  int prev_quantum = slice_quantum;
+  slice_co = co;
+  slice_stuck = 0;
+  slice_quantum = quantum;
+  slice_yielded = 0;
+  lua_sethook(co, slice_hook, LUA_MASKCOUNT, quantum);
+  int nres = 0;
+  st = lua_resume(co, L, nargs, &nres);
+  lua_sethook(co, NULL, 0, 0);
+  int hooked = slice_yielded;
+  slice_yielded = 0;
+  slice_co = prev_co;
+  slice_stuck = prev_stuck;
+  slice_quantum = prev_quantum;
+  lua_settop(L, 0);
+  if (st == LUA_OK) {
+    lua_pushliteral(L, "return");
+  } else if (st == LUA_YIELD) {
+    lua_pushstring(L, hooked ? "slice" : "yield");
+  } else {
+    lua_pushliteral(L, "error");
+    lua_xmove(co, L, 1);
+    return 2;
+  }
+  luaL_checkstack(L, nres, "slice: too many results");
+  lua_xmove(co, L, nres);
+  return nres + 1;
+}
+
+/* core.slice_limit(n): instructions an evaluation may run where it cannot
+   yield (tests lower it). Returns the previous value. */
+static int l_slice_limit(lua_State *L) {
+  long prev = slice_stuck_limit;
+  if (!lua_isnoneornil(L, 1)) {
+    lua_Integer n = luaL_checkinteger(L, 1);
+    luaL_argcheck(L, n > 0, 1, "want a positive instruction count");
+    slice_stuck_limit = (long)n;
+  }
+  lua_pushinteger(L, prev);
+  return 1;
+}
+
+/* core.runnable(engine, dn) -> the function the node's next start runs
+   (reload matches it against a module's fields). */
+static int l_runnable(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  size_t len;
+  const char *dn = luaL_checklstring(L, 2, &len);
+  arbor_node *n = arbor_tree_find(&e->tree, dn, len);
+  if (!n) return luaL_error(L, "no node %s", dn);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, ((pnode *)n)->fn_ref);
+  return 1;
+}
+
+/* core.getpid() */
+static int l_getpid(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)getpid());
+  return 1;
+}
+
+/* ---- the client side (blocking) ------------------------------------- */
+
+typedef struct conn {
+  int fd;
+  arbor_frame_reader rd;
+} conn;
+
+static conn *check_conn(lua_State *L) {
+  conn *c = luaL_checkudata(L, 1, CONN_MT);
+  if (c->fd < 0) luaL_error(L, "connection is closed");
+  return c;
+}
+
+/* core.connect(path) -> conn | nil, message, errno name */
+static int l_connect(lua_State *L) {
+  size_t plen;
+  const char *path = luaL_checklstring(L, 1, &plen);
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  if (plen >= sizeof sa.sun_path) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "socket path too long: %s", path);
+    lua_pushliteral(L, "ENAMETOOLONG");
+    return 3;
+  }
+  memcpy(sa.sun_path, path, plen);
+  conn *c = lua_newuserdatauv(L, sizeof *c, 0);
+  c->fd = -1;
+  arbor_frame_init(&c->rd, ARBOR_FRAME_MAX_REPLY);
+  luaL_setmetatable(L, CONN_MT);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    int err = errno;
+    if (fd >= 0) close(fd);
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(err));
+    lua_pushstring(L, err == ENOENT ? "ENOENT"
+                      : err == ECONNREFUSED ? "ECONNREFUSED"
+                      : err == EACCES ? "EACCES" : "OTHER");
+    return 3;
+  }
+  c->fd = fd;
+  return 1;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        struct pollfd pf = {fd, POLLOUT, 0};
+        poll(&pf, 1, -1);
+        continue;
+      }
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* conn:send(payload) -> true | nil, message. conn:send_raw(bytes) writes
+   bytes as they are (tests of the protocol's error handling). */
+static int conn_write(lua_State *L, int framed) {
+  conn *c = check_conn(L);
+  size_t n;
+  const char *p = luaL_checklstring(L, 2, &n);
+  unsigned char h[ARBOR_FRAME_HEADER];
+  arbor_frame_header(h, (uint32_t)n);
+  if ((framed && write_all(c->fd, (const char *)h, sizeof h) < 0) ||
+      write_all(c->fd, p, n) < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, strerror(errno));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int l_conn_send(lua_State *L) { return conn_write(L, 1); }
+static int l_conn_send_raw(lua_State *L) { return conn_write(L, 0); }
+
+/* conn:recv([timeout_ms]) -> payload | nil, "timeout" | "closed" |
+   "interrupted" (a signal arrived) | message. Without a timeout it waits. */
+static int l_conn_recv(lua_State *L) {
+  conn *c = check_conn(L);
+  int timeout = (int)luaL_optinteger(L, 2, -1);
+  static char chunk[READ_CHUNK];
+  for (;;) {
+    const char *p;
+    size_t n;
+    int r = arbor_frame_next(&c->rd, &p, &n);
+    if (r == ARBOR_FRAME_OK) {
+      lua_pushlstring(L, p, n);
+      return 1;
+    }
+    if (r < 0) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "bad reply from the engine: %s",
+                      arbor_frame_strerror(r));
+      return 2;
+    }
+    struct pollfd pf = {c->fd, POLLIN, 0};
+    int pr = poll(&pf, 1, timeout);
+    if (pr < 0 && errno == EINTR) {
+      lua_pushnil(L);
+      lua_pushliteral(L, "interrupted");
+      return 2;
+    }
+    if (pr == 0) {
+      lua_pushnil(L);
+      lua_pushliteral(L, "timeout");
+      return 2;
+    }
+    ssize_t got = recv(c->fd, chunk, sizeof chunk, 0);
+    if (got < 0 && errno == EINTR) {
+      lua_pushnil(L);
+      lua_pushliteral(L, "interrupted");
+      return 2;
+    }
+    if (got <= 0) {
+      lua_pushnil(L);
+      lua_pushstring(L, got == 0 ? "closed" : strerror(errno));
+      return 2;
+    }
+    r = arbor_frame_feed(&c->rd, chunk, (size_t)got);
+    if (r < 0) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "bad reply from the engine: %s",
+                      arbor_frame_strerror(r));
+      return 2;
+    }
+  }
+}
+
+/* conn:shutdown_write(): half-closes (tests of truncated frames). */
+static int l_conn_shutdown_write(lua_State *L) {
+  conn *c = check_conn(L);
+  shutdown(c->fd, SHUT_WR);
+  return 0;
+}
+
+static int l_conn_fileno(lua_State *L) {
+  lua_pushinteger(L, check_conn(L)->fd);
+  return 1;
+}
+
+static int l_conn_close(lua_State *L) {
+  conn *c = luaL_checkudata(L, 1, CONN_MT);
+  if (c->fd >= 0) close(c->fd);
+  c->fd = -1;
+  arbor_frame_free(&c->rd);
+  return 0;
+}
+
+/* ---- registration --------------------------------------------------- */
+
+static const luaL_Reg server_methods[] = {
+    {"send", l_send},
+    {"drop", l_drop},
+    {"busy", l_busy},
+    {"info", l_info},
+    {"set_out_limit", l_set_out_limit},
+    {"close", l_close},
+    {NULL, NULL},
+};
+
+static const luaL_Reg conn_methods[] = {
+    {"send", l_conn_send},
+    {"send_raw", l_conn_send_raw},
+    {"recv", l_conn_recv},
+    {"shutdown_write", l_conn_shutdown_write},
+    {"fileno", l_conn_fileno},
+    {"close", l_conn_close},
+    {NULL, NULL},
+};
+
+static void new_type(lua_State *L, const char *name, const luaL_Reg *m,
+                     lua_CFunction close) {
+  luaL_newmetatable(L, name);
+  lua_newtable(L);
+  luaL_setfuncs(L, m, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, close);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, close);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+}
+
+/* [-0, +0, m] adds the control functions to the module table on top. */
+void arbor_open_control(lua_State *L) {
+  new_type(L, SERVER_MT, server_methods, l_close);
+  new_type(L, CONN_MT, conn_methods, l_conn_close);
+  static const luaL_Reg funcs[] = {
+      {"control_listen", l_listen},
+      {"connect", l_connect},
+      {"slice", l_slice},
+      {"slice_limit", l_slice_limit},
+      {"runnable", l_runnable},
+      {"getpid", l_getpid},
+      {NULL, NULL},
+  };
+  luaL_setfuncs(L, funcs, 0);
+}
