@@ -154,6 +154,7 @@ static char **attempt(const char *text, int start, int end) {
   (void)start;
   (void)end;
   rl_attempted_completion_over = 1; /* no file names */
+  rl_completion_append_character = '\0'; /* `arbor` then `.run` */
   return matches_of(text);
 }
 

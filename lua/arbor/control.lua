@@ -287,12 +287,12 @@ function M.serve(e, path, opts)
 
   -- ---- sessions and helpers ----
 
-  local function node_or_error(dn, level)
+  local function node_or_error(dn, level, what)
     if type(dn) ~= "string" then
-      error("want a DN string (like \"root.web\"), got " .. type(dn), level + 1)
+      error(what .. ": want a DN string (like \"root.web\"), got " .. type(dn), level + 1)
     end
     local f, err = e:node(dn)
-    if not f then error(err, level + 1) end
+    if not f then error(what .. ": " .. err, level + 1) end
     return f
   end
 
@@ -335,33 +335,33 @@ An expression prints its value; `x = 1` keeps x in this session only
     end
     h.help = function() out(help_text .. "\n") end
     h.tree = function(dn)
-      if dn ~= nil then node_or_error(dn, 2) end
+      if dn ~= nil then node_or_error(dn, 2, "tree") end
       out(M.render_tree(tree_snapshot(dn)) .. "\n")
     end
-    h.node = function(dn) return node_or_error(dn, 2) end
+    h.node = function(dn) return node_or_error(dn, 2, "node") end
     h.restart = function(dn)
-      node_or_error(dn, 2)
+      node_or_error(dn, 2, "restart")
       e:restart(dn)
       out(dn .. ": restarted\n")
     end
     h.stop = function(dn)
-      node_or_error(dn, 2)
+      node_or_error(dn, 2, "stop")
       e:hold(dn)
       out(dn .. ": stopped (held until restart(\"" .. dn .. "\"))\n")
     end
     h.swap = function(dn, fn, o)
-      node_or_error(dn, 2)
+      node_or_error(dn, 2, "swap")
       arbor._node_view(e, dn):swap(fn, o)
       out(dn .. ": runnable swapped" .. ((o and o.restart) and ", restarted\n"
         or " (its next start runs it)\n"))
     end
     h.policy = function(dn, p)
-      node_or_error(dn, 2)
+      node_or_error(dn, 2, "policy")
       arbor._node_view(e, dn):set_policy(p)
       out(dn .. ": " .. (p and "policy replaced" or "default policy restored") .. "\n")
     end
     h.logs = function(dn, n)
-      node_or_error(dn, 2)
+      node_or_error(dn, 2, "logs")
       local lines = {}
       for _, l in ipairs(e:logs(dn, n or 20)) do
         lines[#lines + 1] = M.render_log(dn, l)
@@ -374,7 +374,7 @@ An expression prints its value; `x = 1` keeps x in this session only
       out(#lines > 0 and table.concat(lines, "\n") .. "\n" or "(no events)\n")
     end
     h.watch = function(dn)
-      if dn ~= nil then node_or_error(dn, 2) end
+      if dn ~= nil then node_or_error(dn, 2, "watch") end
       local ev = current
       if not ev or not coroutine.isyieldable() then
         error("watch(): only at the top of a REPL evaluation", 2)
@@ -419,10 +419,9 @@ An expression prints its value; `x = 1` keeps x in this session only
       table.sort(swapped)
       out(string.format("reloaded %s; swapped %d node(s)%s%s\n", name, #swapped,
         #swapped > 0 and ": " or "", table.concat(swapped, ", ")))
-      return new
     end
     h.explain = function(dn)
-      node_or_error(dn, 2)
+      node_or_error(dn, 2, "explain")
       if type(arbor.explain) ~= "function" then
         error("explain: unavailable in this build (arbor.explain comes with "
           .. "the restart-policies work)", 2)
@@ -546,12 +545,14 @@ An expression prints its value; `x = 1` keeps x in this session only
     local root = e:node("root")
     local data = {version = arbor.version, pid = core.getpid(), script = opts.script,
       socket = path, uptime = e:now() - started, nodes = st.nodes, running = st.live,
-      restarts = st.restarts, root = root and root.state, clients = srv:info().clients}
+      restarts = st.restarts, root = root and root.state, clients = srv:info().clients,
+      evaluations = #runq}
     if req.json then return finish(cid, rid, {data = data}) end
     finish(cid, rid, {text = string.format(
-      "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\n%d client(s) connected",
+      "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\n%d client(s) connected, %d evaluation(s) running",
       data.version, data.pid, tostring(data.script), path, duration(data.uptime),
-      data.nodes, data.running, data.restarts, tostring(data.root), data.clients)})
+      data.nodes, data.running, data.restarts, tostring(data.root), data.clients,
+      data.evaluations)})
   end
 
   function ops.tree(cid, rid, req)

@@ -1,0 +1,571 @@
+-- End-to-end: the live control plane (C1-C4). Each test starts the real
+-- arbor binary on spec/e2e/fixtures/live.lua with its socket in a fresh
+-- mktemp directory and drives it with `arbor ctl`, `arbor repl` (piped, and
+-- through a pseudo-terminal made by script(1)) and raw connections.
+local client = require "arbor.client"
+local core = require "arbor.core"
+local json = require "arbor.json"
+
+local bin = os.getenv("ARBOR_BIN") or "build/arbor"
+local fixture = "spec/e2e/fixtures/live.lua"
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Runs a shell command; returns its exit code and combined output.
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1; echo \"exit:$?\"")
+  local out = p:read("a")
+  p:close()
+  local code = tonumber(out:match("exit:(%d+)%s*$"))
+  return code, (out:gsub("exit:%d+%s*$", ""))
+end
+
+local function mktemp()
+  local p = io.popen("mktemp -d")
+  local d = p:read("l")
+  p:close()
+  return d
+end
+
+local function read_file(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+-- Polls fn (bounded: about 10 s) until it returns a true value.
+local function poll(fn, what)
+  for _ = 1, 1000 do
+    local v = fn()
+    if v then return v end
+    os.execute("sleep 0.01")
+  end
+  error("timed out waiting for " .. what, 2)
+end
+
+local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+
+local function ctl(e, args)
+  return sh(bin .. " ctl " .. q(e.sock) .. " " .. args)
+end
+
+-- One request over a fresh connection: the end frame and the other frames.
+local function request(sock, req)
+  local conn = assert(client.open(sock))
+  local frames = {}
+  local reply, err = conn:request(req, function(f) frames[#frames + 1] = f end)
+  conn:close()
+  return reply, err, frames
+end
+
+local function beats(e)
+  local r = request(e.sock, {op = "logs", dn = "root.heart", n = 1, json = true})
+  local line = r and r.data and r.data[1] and r.data[1].line
+  return tonumber(line and line:match("beat (%d+)")) or 0
+end
+
+-- Starts arbor on the fixture; returns {sock, dir, pid, rc_file}.
+local function start(opts)
+  opts = opts or {}
+  local dir = opts.dir or mktemp()
+  local sock = opts.sock or (dir .. "/ctl.sock")
+  local e = {dir = dir, sock = sock, rc_file = dir .. "/rc." .. os.time() .. math.random(1e6)}
+  os.execute(string.format("(%s run --quiet --control %s %s; echo $? > %s) > %s/out 2>&1 &",
+    bin, q(sock), fixture, q(e.rc_file), q(dir)))
+  local st = poll(function()
+    local c = core.connect(sock)
+    if not c then return nil end
+    c:close()
+    local r = request(sock, {op = "status", json = true})
+    return r and r.ok and r.data
+  end, "the control socket")
+  e.pid = st.pid
+  return e
+end
+
+local function stop(e)
+  if e.pid and alive(e.pid) then
+    os.execute("kill " .. e.pid)
+    poll(function() return not alive(e.pid) end, "arbor to exit")
+  end
+end
+
+local function finish(e)
+  stop(e)
+  os.execute("rm -rf " .. q(e.dir))
+end
+
+local function is_socket(path) return os.execute("test -S " .. q(path)) == true end
+
+describe("control socket (C1)", function()
+  local e
+  before_each(function() e = start() end)
+  after_each(function() finish(e) end)
+
+  it("is a 0600 socket in a 0700 directory, removed at exit", function()
+    local dir = e.dir .. "/sub"
+    stop(e)
+    e = start({dir = e.dir, sock = dir .. "/x.sock"})
+    local _, modes = sh("stat -c '%a %F' " .. q(dir) .. " " .. q(e.sock))
+    assert.matches("^700 directory\n600 socket\n$", modes)
+    local code = ctl(e, "shutdown")
+    assert.equal(0, code)
+    poll(function() return read_file(e.rc_file) end, "the exit status")
+    assert.equal("0\n", read_file(e.rc_file))
+    assert.is_false(is_socket(e.sock))
+  end)
+
+  it("refuses a second arbor on a live socket, and replaces a stale one", function()
+    local code, out = sh(bin .. " run --quiet --control " .. q(e.sock) .. " " .. fixture)
+    assert.equal(2, code)
+    assert.matches("another arbor is serving " .. e.sock, out, 1, true)
+    assert.equal(0, (ctl(e, "status"))) -- the first one still answers
+    -- a crash leaves the socket file behind: the next run takes it over
+    os.execute("kill -9 " .. e.pid)
+    poll(function() return not alive(e.pid) end, "arbor to die")
+    assert.is_true(is_socket(e.sock))
+    local code2, out2 = ctl(e, "status")
+    assert.equal(3, code2)
+    assert.matches("no engine running at .* %(a stale socket%)", out2)
+    local e2 = start({dir = e.dir, sock = e.sock})
+    assert.are_not.equal(e.pid, e2.pid)
+    assert.equal(0, (ctl(e2, "status")))
+    e.pid = e2.pid
+  end)
+
+  it("does not replace a file that is not a socket", function()
+    local path = e.dir .. "/plain"
+    io.open(path, "w"):close()
+    local code, out = sh(bin .. " run --quiet --control " .. q(path) .. " " .. fixture)
+    assert.equal(2, code)
+    assert.matches("exists and is not a socket", out, 1, true)
+  end)
+
+  it("refuses a peer of another uid (not root)", function()
+    local _, uid = sh("id -u")
+    if uid ~= "0\n" then
+      print("\n  SKIPPED: the other-uid test needs root (to create a user)")
+      return
+    end
+    local user = "arbor-ctl-test"
+    if sh("id -u " .. user) ~= 0 then
+      local code, out = sh("useradd -M -N -s /usr/sbin/nologin " .. user)
+      assert(code == 0 or sh("id -u " .. user) == 0, out)
+    end
+    -- the user runs a copy of arbor it can read
+    local copy = e.dir .. "/bin"
+    assert.equal(0, (sh(string.format("mkdir -p %s && cp %s %s/arbor && cp -r lua %s/ && chmod -R a+rX %s",
+      q(copy), q(bin), q(copy), q(copy), q(copy)))))
+    os.execute("chmod 711 " .. q(e.dir))
+    local as_user = string.format("runuser -u %s -- env ARBOR_LUA_DIR=%s/lua %s/arbor ctl %s status",
+      user, q(copy), q(copy), q(e.sock))
+    -- the socket itself is 0600: the kernel refuses first
+    local code, out = sh(as_user)
+    assert.equal(3, code)
+    assert.matches("Permission denied", out, 1, true)
+    -- opened up, the engine checks the peer's uid and refuses
+    os.execute("chmod 666 " .. q(e.sock))
+    code, out = sh(as_user)
+    assert.equal(3, code)
+    assert.matches("refused: uid %d+ may not control this engine %(owner uid 0%)", out)
+    local _, logs = ctl(e, "logs root -n 5")
+    assert.matches("control: refused a connection from uid %d+ %(pid %d+%)", logs)
+    assert.equal(0, (ctl(e, "status")))
+  end)
+end)
+
+describe("arbor ctl (C3)", function()
+  local e
+  setup(function() e = start() end)
+  teardown(function() finish(e) end)
+
+  it("prints status, tree and node, as text and --json", function()
+    local code, out = ctl(e, "status")
+    assert.equal(0, code)
+    assert.matches("pid " .. e.pid, out, 1, true)
+    poll(function()
+      local _, s = ctl(e, "node root.flaky --json")
+      return json.decode(s).restarts > 0
+    end, "flaky to crash")
+    code, out = ctl(e, "tree")
+    assert.equal(0, code)
+    assert.matches("root %[HEALTHY%] up [%d.]+s\n|%-%- heart %[HEALTHY%]", out)
+    assert.matches("`-- flaky %[%u+%].-restarts=%d+.-flaky is broken", out)
+    code, out = ctl(e, "tree --json")
+    assert.equal(0, code)
+    local t = assert(json.decode(out))
+    assert.equal("root", t.dn)
+    assert.equal("root.heart", t.children[1].dn)
+    assert.is_number(t.children[1].uptime)
+    code, out = ctl(e, "node root.workers.w1 --json")
+    assert.equal(0, code)
+    local n = assert(json.decode(out))
+    assert.equal("HEALTHY", n.state)
+    assert.equal("root.workers", n.parent)
+    code, out = ctl(e, "tree root.workers")
+    assert.equal(0, code)
+    assert.matches("^workers %[HEALTHY%]", out)
+  end)
+
+  it("fails with a message and exit 1 on an unknown DN", function()
+    for _, cmd in ipairs({"node root.nope", "restart root.nope", "stop root.nope",
+        "logs root.nope", "tree root.nope"}) do
+      local code, out = ctl(e, cmd)
+      assert.equal(1, code, cmd)
+      assert.matches("no node root.nope", out, 1, true)
+    end
+    local code, out = ctl(e, "node root.nope --json")
+    assert.equal(1, code)
+    assert.equal(false, json.decode(out:match("^[^\n]*")).ok)
+  end)
+
+  it("exits 3 when no engine runs, 2 on usage errors", function()
+    local code, out = sh(bin .. " ctl " .. q(e.dir .. "/none.sock") .. " status")
+    assert.equal(3, code)
+    assert.matches("no engine running: no socket at", out, 1, true)
+    code, out = ctl(e, "frobnicate")
+    assert.equal(2, code)
+    assert.matches("unknown command 'frobnicate'", out, 1, true)
+    code = ctl(e, "node")
+    assert.equal(2, code)
+    code, out = ctl(e, "logs root.heart -n x")
+    assert.equal(2, code)
+    assert.matches("-n needs a whole number", out, 1, true)
+  end)
+
+  it("evaluates code: values, --json, errors with tracebacks", function()
+    local code, out = ctl(e, "eval " .. q('return 1, "two", {3}'))
+    assert.equal(0, code)
+    assert.equal('1\t"two"\t{3}\n', out)
+    code, out = ctl(e, "eval --json " .. q('return 1, nil, {a = {1, 2}}, print'))
+    assert.equal(0, code)
+    local v = json.decode(out)
+    assert.equal(1, v[1])
+    assert.equal(json.null, v[2])
+    assert.same({1, 2}, v[3].a)
+    assert.matches("^<function: ", v[4])
+    code, out = ctl(e, "eval " .. q('local t = nil\nreturn t.x'))
+    assert.equal(1, code)
+    assert.matches("repl:2: attempt to index a nil value", out, 1, true)
+    assert.matches("stack traceback:", out, 1, true)
+    code, out = ctl(e, "eval " .. q("return ("))
+    assert.equal(1, code)
+    assert.matches("<eof>", out, 1, true)
+  end)
+
+  it("stops a runaway evaluation at its budget while the tree keeps running", function()
+    local before = beats(e)
+    local code, out = ctl(e, "eval --budget 300000000 " .. q("while true do end"))
+    assert.equal(1, code)
+    assert.matches("instruction budget of 300000000 exceeded", out, 1, true)
+    assert.matches("repl:1: in main chunk", out, 1, true)
+    -- the heartbeat beat meanwhile (3e8 instructions take a second or more)
+    assert.is_true(beats(e) > before + 5)
+    assert.equal(0, (ctl(e, "status")))
+  end)
+
+  it("restarts and stops nodes, and follows events and logs", function()
+    local ev_file, log_file = e.dir .. "/events", e.dir .. "/logs"
+    os.execute(string.format("%s ctl %s events -f --json -n 0 > %s 2>&1 & echo $! > %s.pid",
+      bin, q(e.sock), q(ev_file), q(ev_file)))
+    os.execute(string.format("%s ctl %s logs root.workers.w1 -f -n 0 > %s 2>&1 & echo $! > %s.pid",
+      bin, q(e.sock), q(log_file), q(log_file)))
+    poll(function()
+      local r = request(e.sock, {op = "status", json = true})
+      return r.data.clients >= 3
+    end, "the followers")
+    local code, out = ctl(e, "restart root.workers.w1")
+    assert.equal(0, code)
+    assert.matches("root.workers.w1: restarted", out, 1, true)
+    poll(function()
+      local s = read_file(ev_file) or ""
+      return s:find('"to":"HEALTHY"', 1, true) and s:find("root.workers.w1", 1, true)
+    end, "the restart's events")
+    poll(function()
+      return (read_file(log_file) or ""):find("root.workers.w1 +| worker version 1")
+    end, "the followed log line")
+    for line in read_file(ev_file):gmatch("[^\n]+") do
+      assert.is_table(json.decode(line))
+    end
+    os.execute("kill $(cat " .. q(ev_file) .. ".pid) $(cat " .. q(log_file) .. ".pid)")
+    code = ctl(e, "stop root.workers.w2")
+    assert.equal(0, code)
+    local _, n = ctl(e, "node root.workers.w2 --json")
+    assert.is_true(json.decode(n).held)
+    assert.equal(0, (ctl(e, "restart root.workers.w2")))
+    poll(function()
+      local _, s = ctl(e, "node root.workers.w2 --json")
+      return json.decode(s).state == "HEALTHY"
+    end, "w2 back")
+  end)
+end)
+
+describe("arbor repl (C2)", function()
+  local e
+  setup(function() e = start() end)
+  teardown(function() finish(e) end)
+
+  local function repl(input, extra)
+    local f = e.dir .. "/in"
+    local h = io.open(f, "w")
+    h:write(input)
+    h:close()
+    return sh(bin .. " repl --echo " .. (extra or "") .. q(e.sock) .. " < " .. q(f))
+  end
+
+  it("prints values, keeps session variables, reads multi-line input", function()
+    local code, out = repl([[
+x = 41
+return x + 1
+local y = 10
+y * 2
+function triple(a)
+  return a * 3
+end
+triple(5)
+t = {1, "a", {k = true}} t.self = t
+t
+print("hi", nil, 3)
+{a = {b = {c = {d = {e = 1}}}}}
+_G.x
+]])
+    assert.equal(0, code, out)
+    assert.matches("> return x %+ 1\n42\n", out)
+    assert.matches("> y %* 2\n20\n", out)
+    assert.matches("> function triple%(a%)\n>>   return a %* 3\n>> end\n> triple%(5%)\n15\n", out)
+    assert.matches('{1, "a", {k = true}, self = <cycle>}', out, 1, true)
+    assert.matches("hi\tnil\t3\n", out, 1, true)
+    assert.matches("{a = {b = {c = {d = {...}}}}}", out, 1, true)
+    assert.matches("> _G.x\nnil\n", out, 1, true) -- nothing leaked into the tree
+  end)
+
+  it("keeps sessions apart", function()
+    local _, out = repl("secret = 7\nsecret\n")
+    assert.matches("> secret\n7\n", out)
+    _, out = repl("secret\n")
+    assert.matches("> secret\nnil\n", out)
+  end)
+
+  it("draws the tree and runs the helpers", function()
+    local code, out = repl([[
+tree()
+node("root.heart").state
+logs("root.heart", 2)
+events(2)
+help()
+restart("root.nope")
+explain("root.flaky")
+]])
+    assert.equal(1, code) -- two evaluations failed
+    assert.matches("root %[HEALTHY%] up", out)
+    assert.matches('"HEALTHY"', out, 1, true)
+    assert.matches("root.heart +| beat %d+\n", out)
+    assert.matches("swap%(dn, fn", out)
+    assert.matches("restart: no node root.nope", out, 1, true)
+    if not require("arbor").explain then
+      assert.matches("explain: unavailable in this build", out, 1, true)
+    end
+  end)
+
+  it("swaps a crash-looping node's policy and code live", function()
+    local _, before = ctl(e, "node root.flaky --json")
+    assert.matches("flaky is broken", json.decode(before).error, 1, true)
+    local code, out = repl([[
+policy("root.flaky", function(ev) return 0.05 end)
+swap("root.flaky", function(c) c:log("fixed") c:signal("healthy") c:wait() end)
+]])
+    assert.equal(0, code, out)
+    assert.matches("root.flaky: policy replaced", out, 1, true)
+    assert.matches("root.flaky: runnable swapped", out, 1, true)
+    poll(function()
+      local _, s = ctl(e, "node root.flaky --json")
+      return json.decode(s).state == "HEALTHY"
+    end, "flaky to recover")
+    local _, logs = ctl(e, "logs root.flaky")
+    assert.matches("| fixed", logs, 1, true)
+    local _, evs = ctl(e, "events -n 200")
+    assert.matches("root.flaky +policy: policy replaced", evs)
+    assert.matches("root.flaky +policy: runnable swapped", evs)
+  end)
+
+  it("reloads a module and swaps the runnables that came from it", function()
+    local src = "spec/e2e/fixtures/liveworker.lua"
+    local code, out = repl(string.format([[
+package.loaded.liveworker.version
+_G.package.preload.liveworker = function()
+  local m = dofile(%q)
+  m.version = 2
+  return m
+end
+reload("liveworker", {restart = true})
+]], src))
+    assert.equal(0, code, out)
+    assert.matches("reloaded liveworker; swapped 2 node(s): root.workers.w1, root.workers.w2", out, 1, true)
+    poll(function()
+      local _, s = ctl(e, "logs root.workers.w2")
+      return s:find("worker version 2", 1, true)
+    end, "w2 running the reloaded code")
+    os.execute("true")
+    request(e.sock, {op = "eval", code = "package.preload.liveworker = nil"})
+  end)
+
+  it("interrupts a runaway evaluation on SIGINT while the heartbeat beats", function()
+    local out_file, pid_file = e.dir .. "/repl.out", e.dir .. "/repl.pid"
+    local p = io.popen(string.format("sh -c 'echo $$ > %s; exec %s repl --echo %s' > %s 2>&1",
+      pid_file, bin, q(e.sock), q(out_file)), "w")
+    p:write("budget(1e15)\nwhile true do end\n")
+    p:flush()
+    poll(function()
+      local r = request(e.sock, {op = "status", json = true})
+      return r.data.evaluations == 1
+    end, "the evaluation to run")
+    local b = beats(e)
+    poll(function() return beats(e) >= b + 5 end, "the heartbeat to go on")
+    os.execute("kill -INT $(cat " .. q(pid_file) .. ")")
+    poll(function() return (read_file(out_file) or ""):find("interrupted", 1, true) end,
+      "the interrupt")
+    p:write("return 'after'\n")
+    p:close()
+    local out = read_file(out_file)
+    assert.matches("interrupted\nstack traceback:\n\trepl:1: in main chunk", out, 1, true)
+    assert.matches('> return \'after\'\n"after"\n', out, 1, true)
+    local r = request(e.sock, {op = "status", json = true})
+    assert.equal(0, r.data.evaluations)
+  end)
+
+  it("edits lines, keeps history and completes names on a terminal", function()
+    if sh("command -v script") ~= 0 then
+      print("\n  SKIPPED: script(1) is missing (util-linux)")
+      return
+    end
+    local home = e.dir .. "/home"
+    os.execute("mkdir -p " .. q(home))
+    local out_file = e.dir .. "/pty.out"
+    local p = io.popen(string.format("HOME=%s TERM=xterm script -qfec %s /dev/null > %s 2>&1",
+      q(home), q(bin .. " repl " .. e.sock), q(out_file)), "w")
+    local function typed(keys, want)
+      p:write(keys)
+      p:flush()
+      poll(function()
+        local s = (read_file(out_file) or ""):gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
+        local _, n = s:gsub(want:gsub("%p", "%%%0"), "")
+        return n
+      end, "the terminal to show " .. want)
+    end
+    typed("x = 20\n", "> x = 20")
+    typed("return x + 1\n", "21\n")
+    typed("\27[A\n", "21\n> return x + 1\n21") -- up arrow: the last line again
+    typed("arbo\t.ru\t(1\n", "arbor.run(1")      -- completion of names and fields
+    typed('node("root.he\t").state\n', '"HEALTHY"')  -- completion of DNs
+    typed("budget(1e15)\nwhile true do end\n", "while true do end")
+    poll(function()
+      local r = request(e.sock, {op = "status", json = true})
+      return r.data.evaluations == 1
+    end, "the evaluation to run")
+    typed("\3", "interrupted")                    -- Ctrl-C
+    p:write("\4")                                -- Ctrl-D
+    p:close()
+    local hist = read_file(home .. "/.arbor_history")
+    assert.matches("x = 20\nreturn x %+ 1\nreturn x %+ 1\narbor.run%(1\n", hist)
+  end)
+end)
+
+describe("protocol (C4)", function()
+  local e
+  setup(function() e = start() end)
+  teardown(function() finish(e) end)
+
+  -- Sends raw bytes; returns the frames received until the engine closed.
+  local function raw(bytes, half_close)
+    local c = assert(core.connect(e.sock))
+    assert(c:send_raw(bytes))
+    if half_close then c:shutdown_write() end
+    local frames = {}
+    while true do
+      local p, err = c:recv(10000)
+      if not p then
+        c:close()
+        return frames, err
+      end
+      frames[#frames + 1] = assert(json.decode(p))
+    end
+  end
+
+  local function header(n)
+    return string.char(n >> 24 & 255, n >> 16 & 255, n >> 8 & 255, n & 255)
+  end
+
+  it("answers garbage, oversized, empty and truncated frames with an error and a close", function()
+    local cases = {
+      {"GET / HTTP/1.1\r\n\r\n", false, "frame too large %(1195725856 bytes, limit 1048576%)"},
+      {header(2 << 20) .. "{}", false, "frame too large %(2097152 bytes, limit 1048576%)"},
+      {header(0), false, "empty frame"},
+      {header(100) .. '{"id":1', true, "truncated frame: the connection ended 11 byte%(s%) into a frame"},
+      {header(3) .. "{{{", false, "protocol error: invalid JSON at byte 2"},
+      {header(7) .. '"hello"', false, "a request must be a JSON object"},
+      {header(15) .. '{"op":"status"}', false, "a request needs an id"},
+    }
+    for _, case in ipairs(cases) do
+      local frames, err = raw(case[1], case[2])
+      assert.equal("closed", err)
+      assert.equal(1, #frames)
+      assert.equal(json.null, frames[1].id)
+      assert.is_false(frames[1].ok)
+      assert.matches(case[3], frames[1].error)
+    end
+    -- a valid frame before the bad one is still answered
+    local good = '{"id":7,"op":"status"}'
+    local frames = raw(header(#good) .. good .. header(0))
+    assert.equal(2, #frames)
+    assert.equal(7, frames[1].id)
+    assert.is_true(frames[1].ok)
+    -- an unknown op is an error reply; the connection stays
+    local r = request(e.sock, {op = "frobnicate"})
+    assert.is_false(r.ok)
+    assert.matches("unknown op 'frobnicate'", r.error, 1, true)
+    assert.equal(0, (ctl(e, "status")))
+  end)
+
+  it("serves 100 clients at once, each with its own session", function()
+    local conns = {}
+    for i = 1, 100 do conns[i] = assert(client.open(e.sock)) end
+    local ids = {}
+    for i, c in ipairs(conns) do
+      ids[i] = assert(c:send({op = "eval", code = "n = " .. i .. " return n"}))
+    end
+    local st = request(e.sock, {op = "status", json = true})
+    assert.equal(101, st.data.clients)
+    for i, c in ipairs(conns) do
+      local r = assert(c:wait(ids[i]))
+      assert.equal(tostring(i), r.text)
+    end
+    for i = 100, 1, -1 do -- in the other order: each kept its own n
+      local r = assert(conns[i]:request({op = "eval", code = "return n * 2"}))
+      assert.equal(tostring(i * 2), r.text)
+      conns[i]:close()
+    end
+    poll(function()
+      return request(e.sock, {op = "status", json = true}).data.clients == 1
+    end, "the clients to be gone")
+  end)
+
+  it("drops a client that stops reading, without blocking the engine", function()
+    local c = assert(core.connect(e.sock))
+    local big = json.encode({op = "eval", code = "return string.rep('x', 8 << 20)", id = 1})
+    local before = beats(e)
+    for _ = 1, 12 do assert(c:send(big)) end -- 96 MiB of replies, none read
+    poll(function()
+      local _, logs = ctl(e, "logs root -n 5")
+      return logs:find("dropped client %d+: it stopped reading")
+    end, "the drop")
+    assert.is_true(beats(e) > before)
+    assert.equal(0, (ctl(e, "status")))
+    -- the dropped client reads what was sent, then the end
+    local got = 0
+    while c:recv(10000) do got = got + 1 end
+    assert.is_true(got < 12)
+    c:close()
+  end)
+end)
