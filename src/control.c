@@ -591,6 +591,89 @@ static int l_runnable(lua_State *L) {
   return 1;
 }
 
+/* ---- tree --json --------------------------------------------------- */
+
+static void json_str(luaL_Buffer *b, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  luaL_addchar(b, '"');
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '"' || ch == '\\') {
+      luaL_addchar(b, '\\');
+      luaL_addchar(b, (char)ch);
+    } else if (ch < 0x20 || ch == 0x7f) {
+      char esc[7] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15], 0};
+      if (ch == '\n') luaL_addstring(b, "\\n");
+      else if (ch == '\t') luaL_addstring(b, "\\t");
+      else luaL_addlstring(b, esc, 6);
+    } else {
+      luaL_addchar(b, (char)ch);
+    }
+  }
+  luaL_addchar(b, '"');
+}
+
+/* One node's fields, as e:tree() has them, without the closing brace. */
+static void json_node(luaL_Buffer *b, pnode *pn, double now) {
+  char buf[ARBOR_DN_BUF], num[64];
+  arbor_node *n = &pn->n;
+  luaL_addstring(b, "{\"dn\":");
+  const char *dn = arbor_dn(pn, buf, sizeof buf);
+  json_str(b, dn, strlen(dn));
+  luaL_addstring(b, ",\"name\":");
+  json_str(b, n->name, strlen(n->name));
+  luaL_addstring(b, ",\"state\":\"");
+  luaL_addstring(b, arbor_state_name((arbor_state)n->state));
+  snprintf(num, sizeof num, "\",\"restarts\":%u,\"incarnation\":%llu",
+           (unsigned)pn->restarts, (unsigned long long)n->incarnation);
+  luaL_addstring(b, num);
+  if (n->incarnation > 0) {
+    double up = (arbor_node_running(n) ? now : pn->exited) - pn->started;
+    snprintf(num, sizeof num, ",\"uptime\":%.6f", up);
+    luaL_addstring(b, num);
+  }
+  if (pn->error) {
+    luaL_addstring(b, ",\"error\":");
+    json_str(b, pn->error->s, pn->error->len);
+  }
+  luaL_addstring(b, ",\"blocked\":false,\"lifecycle\":\"main\",\"children\":[");
+}
+
+/* core.tree_json(engine [, dn]) -> the tree (or dn's subtree) as JSON, the
+   fields of e:tree(); written in C because `arbor ctl tree --json` must
+   stay fast on trees of 100,000 nodes. */
+static int l_tree_json(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  arbor_node *top = e->tree.root;
+  if (!lua_isnoneornil(L, 2)) {
+    size_t len;
+    const char *dn = luaL_checklstring(L, 2, &len);
+    top = arbor_tree_find(&e->tree, dn, len);
+    if (!top) return luaL_error(L, "no node %s", dn);
+  }
+  double now = arbor_engine_now(e);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  arbor_node *n = top;
+  for (;;) {
+    json_node(&b, (pnode *)n, now);
+    if (n->first) {
+      n = n->first;
+      continue;
+    }
+    luaL_addstring(&b, "]}");
+    while (n != top && !n->next) {
+      n = n->parent;
+      luaL_addstring(&b, "]}");
+    }
+    if (n == top) break;
+    n = n->next;
+    luaL_addchar(&b, ',');
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
 /* core.getpid() */
 static int l_getpid(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)getpid());
@@ -800,6 +883,7 @@ void arbor_open_control(lua_State *L) {
       {"slice", l_slice},
       {"slice_limit", l_slice_limit},
       {"runnable", l_runnable},
+      {"tree_json", l_tree_json},
       {"getpid", l_getpid},
       {NULL, NULL},
   };

@@ -64,7 +64,14 @@ function Conn:send(req)
   self.next_id = self.next_id + 1
   req.id = self.next_id
   local ok, err = self.c:send(json.encode(req))
-  if not ok then return nil, "lost the engine: " .. err end
+  if not ok then
+    -- the engine may have refused us and closed: its reason is still
+    -- readable
+    local p = self.c:recv(1000)
+    local f = p and json.decode(p)
+    if type(f) == "table" and f.error then return nil, f.error end
+    return nil, "lost the engine: " .. err
+  end
   return req.id
 end
 
@@ -82,6 +89,12 @@ function Conn:wait(id, on_frame, on_signal)
         return nil, err
       end
     else
+      -- a large result comes as {"id":N,"end":true,"ok":true,"data":...}:
+      -- handed on without decoding (ctl --json prints it as it is)
+      local rid, at = payload:match('^{"id":(%d+),"end":true,"ok":true,"data":()')
+      if rid and tonumber(rid) == id and #payload > 65536 then
+        return {id = id, ["end"] = true, ok = true, data_json = payload:sub(at, -2)}
+      end
       local f, jerr = json.decode(payload)
       if type(f) ~= "table" then return nil, "bad reply from the engine: " .. jerr end
       if f.id == json.null and f["end"] then return f end -- refused, protocol error
@@ -216,6 +229,8 @@ function M.ctl(args)
   end
   if flags.json then
     if cmd == "eval" then print(json.encode(reply.values or {}))
+    elseif reply.data_json then
+      io.stdout:write(reply.data_json, "\n")
     elseif reply.data ~= nil then print(json.encode(reply.data))
     else print(json.encode({ok = true})) end
   elseif reply.text and reply.text ~= "" then

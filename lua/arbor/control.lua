@@ -557,9 +557,11 @@ An expression prints its value; `x = 1` keeps x in this session only
 
   function ops.tree(cid, rid, req)
     if req.dn ~= nil and not want_dn(cid, rid, req, "tree") then return end
-    local t = tree_snapshot(req.dn)
-    if req.json then return finish(cid, rid, {data = t}) end
-    finish(cid, rid, {text = M.render_tree(t)})
+    if req.json then -- built in C: trees can be large (docs/control-protocol.md)
+      return srv:send(cid, '{"id":' .. json.encode(rid) .. ',"end":true,"ok":true,"data":'
+        .. core.tree_json(e, req.dn) .. "}")
+    end
+    finish(cid, rid, {text = M.render_tree(tree_snapshot(req.dn))})
   end
 
   function ops.node(cid, rid, req)
