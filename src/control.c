@@ -1,5 +1,4 @@
-/* control.c: the live control plane's transport (C1, C4) and evaluation
- * slices (C2).
+/* control.c: the live control plane's server (C1, C4).
  *
  * The server listens on a Unix stream socket on the engine's libuv loop,
  * refuses peers whose uid is neither arbor's nor root, cuts the byte stream
@@ -7,11 +6,7 @@
  * answers through server:send. Each client's unsent output is bounded: a
  * client that stops reading is dropped, the engine never waits for it.
  *
- * core.slice runs a REPL evaluation for a bounded number of instructions and
- * yields back to the loop, so a runaway evaluation never freezes the tree.
- *
- * core.connect is the blocking client side used by `arbor ctl`, `arbor repl`
- * and the benchmarks.
+ * Evaluation slices are in slice.c, the blocking client side in conn.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
@@ -31,9 +26,12 @@
 #include "l_arbor.h"
 
 int arbor_peer_cred(int fd, int *uid, int *pid);
+void arbor_open_slice(lua_State *L);
+void arbor_open_conn(lua_State *L);
+void arbor_new_type(lua_State *L, const char *name, const luaL_Reg *m,
+                    lua_CFunction close);
 
 #define SERVER_MT "arbor.ControlServer"
-#define CONN_MT "arbor.ControlConn"
 #define READ_CHUNK 65536
 /* Unsent output a client may have before it is dropped (C4). */
 #define OUT_LIMIT (64u << 20)
@@ -318,18 +316,34 @@ static int socket_alive(const char *path) {
   return alive;
 }
 
-/* Makes path's directory (mode 0700) when missing. Returns NULL or a
-   message in buf. */
+/* Makes path's directory (mode 0700) when missing; an existing one must
+   belong to arbor's uid or root. Returns NULL or a message in buf. */
 static const char *prepare_dir(const char *path, char *buf, size_t size) {
   char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return NULL;
   *slash = '\0';
-  if (mkdir(dir, 0700) == 0 || errno == EEXIST) return NULL;
-  snprintf(buf, size, "cannot create the directory %s: %s", dir,
-           strerror(errno));
-  return buf;
+  if (mkdir(dir, 0700) == 0) return NULL;
+  if (errno != EEXIST) {
+    snprintf(buf, size, "cannot create the directory %s: %s", dir,
+             strerror(errno));
+    return buf;
+  }
+  /* someone else's directory could swap the socket for theirs */
+  struct stat sb;
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    snprintf(buf, size, "%s is not a directory", dir);
+    return buf;
+  }
+  if (sb.st_uid != geteuid() && sb.st_uid != 0) {
+    snprintf(buf, size,
+             "the directory %s belongs to uid %d, not to arbor's uid %d; "
+             "refusing to serve the control socket there",
+             dir, (int)sb.st_uid, (int)geteuid());
+    return buf;
+  }
+  return NULL;
 }
 
 static void on_idle(uv_idle_t *h) {
@@ -493,92 +507,6 @@ static int l_close(lua_State *L) {
   return 0;
 }
 
-/* ---- evaluation slices ---------------------------------------------- */
-
-static lua_State *slice_co;   /* the evaluation being run */
-static long slice_stuck;      /* instructions run where it cannot yield */
-static long slice_stuck_limit = 100000000;
-static int slice_quantum;
-static int slice_yielded;    /* the hook yielded (not the code) */
-
-static void slice_hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  if (!slice_co) { /* a coroutine made by an evaluation, run later */
-    lua_sethook(L, NULL, 0, 0);
-    return;
-  }
-  if (L == slice_co && lua_isyieldable(L)) {
-    slice_yielded = 1;
-    lua_yield(L, 0); /* back to the loop; resumed at the next slice */
-    return;
-  }
-  slice_stuck += slice_quantum;
-  if (slice_stuck > slice_stuck_limit)
-    luaL_error(L, "evaluation stopped: ran %d instructions in a call that "
-                  "cannot be interrupted (inside a C function such as "
-                  "table.sort or string.gsub, or a nested coroutine)",
-               (int)slice_stuck);
-}
-
-/* core.slice(co, quantum, ...) -> "slice" | "yield", ... | "return", ... |
-   "error", err. Resumes co with the values; the count hook yields back here
-   every quantum instructions, so one call runs about quantum instructions
-   of co. */
-static int l_slice(lua_State *L) {
-  lua_State *co = lua_tothread(L, 1);
-  luaL_argexpected(L, co, 1, "thread");
-  int quantum = (int)luaL_checkinteger(L, 2);
-  luaL_argcheck(L, quantum > 0, 2, "want a positive instruction count");
-  int nargs = lua_gettop(L) - 2;
-  int st = lua_status(co);
-  if (st != LUA_YIELD && !(st == LUA_OK && lua_gettop(co) > 0))
-    return luaL_error(L, "slice: the coroutine cannot be resumed");
-  luaL_checkstack(co, nargs, "slice: too many arguments");
-  lua_xmove(L, co, nargs);
-  lua_State *prev_co = slice_co;
-  long prev_stuck = slice_stuck;
-  int prev_quantum = slice_quantum;
-  slice_co = co;
-  slice_stuck = 0;
-  slice_quantum = quantum;
-  slice_yielded = 0;
-  lua_sethook(co, slice_hook, LUA_MASKCOUNT, quantum);
-  int nres = 0;
-  st = lua_resume(co, L, nargs, &nres);
-  lua_sethook(co, NULL, 0, 0);
-  int hooked = slice_yielded;
-  slice_yielded = 0;
-  slice_co = prev_co;
-  slice_stuck = prev_stuck;
-  slice_quantum = prev_quantum;
-  lua_settop(L, 0);
-  if (st == LUA_OK) {
-    lua_pushliteral(L, "return");
-  } else if (st == LUA_YIELD) {
-    lua_pushstring(L, hooked ? "slice" : "yield");
-  } else {
-    lua_pushliteral(L, "error");
-    lua_xmove(co, L, 1);
-    return 2;
-  }
-  luaL_checkstack(L, nres, "slice: too many results");
-  lua_xmove(co, L, nres);
-  return nres + 1;
-}
-
-/* core.slice_limit(n): instructions an evaluation may run where it cannot
-   yield (tests lower it). Returns the previous value. */
-static int l_slice_limit(lua_State *L) {
-  long prev = slice_stuck_limit;
-  if (!lua_isnoneornil(L, 1)) {
-    lua_Integer n = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, n > 0, 1, "want a positive instruction count");
-    slice_stuck_limit = (long)n;
-  }
-  lua_pushinteger(L, prev);
-  return 1;
-}
-
 /* core.runnable(engine, dn) -> the function the node's next start runs
    (reload matches it against a module's fields). */
 static int l_runnable(lua_State *L) {
@@ -680,164 +608,6 @@ static int l_getpid(lua_State *L) {
   return 1;
 }
 
-/* ---- the client side (blocking) ------------------------------------- */
-
-typedef struct conn {
-  int fd;
-  arbor_frame_reader rd;
-} conn;
-
-static conn *check_conn(lua_State *L) {
-  conn *c = luaL_checkudata(L, 1, CONN_MT);
-  if (c->fd < 0) luaL_error(L, "connection is closed");
-  return c;
-}
-
-/* core.connect(path) -> conn | nil, message, errno name */
-static int l_connect(lua_State *L) {
-  size_t plen;
-  const char *path = luaL_checklstring(L, 1, &plen);
-  struct sockaddr_un sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  if (plen >= sizeof sa.sun_path) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "socket path too long: %s", path);
-    lua_pushliteral(L, "ENAMETOOLONG");
-    return 3;
-  }
-  memcpy(sa.sun_path, path, plen);
-  conn *c = lua_newuserdatauv(L, sizeof *c, 0);
-  c->fd = -1;
-  arbor_frame_init(&c->rd, ARBOR_FRAME_MAX_REPLY);
-  luaL_setmetatable(L, CONN_MT);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    int err = errno;
-    if (fd >= 0) close(fd);
-    lua_pushnil(L);
-    lua_pushfstring(L, "%s: %s", path, strerror(err));
-    lua_pushstring(L, err == ENOENT ? "ENOENT"
-                      : err == ECONNREFUSED ? "ECONNREFUSED"
-                      : err == EACCES ? "EACCES" : "OTHER");
-    return 3;
-  }
-  c->fd = fd;
-  return 1;
-}
-
-static int write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        struct pollfd pf = {fd, POLLOUT, 0};
-        poll(&pf, 1, -1);
-        continue;
-      }
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* conn:send(payload) -> true | nil, message. conn:send_raw(bytes) writes
-   bytes as they are (tests of the protocol's error handling). */
-static int conn_write(lua_State *L, int framed) {
-  conn *c = check_conn(L);
-  size_t n;
-  const char *p = luaL_checklstring(L, 2, &n);
-  unsigned char h[ARBOR_FRAME_HEADER];
-  arbor_frame_header(h, (uint32_t)n);
-  if ((framed && write_all(c->fd, (const char *)h, sizeof h) < 0) ||
-      write_all(c->fd, p, n) < 0) {
-    lua_pushnil(L);
-    lua_pushstring(L, strerror(errno));
-    return 2;
-  }
-  lua_pushboolean(L, 1);
-  return 1;
-}
-
-static int l_conn_send(lua_State *L) { return conn_write(L, 1); }
-static int l_conn_send_raw(lua_State *L) { return conn_write(L, 0); }
-
-/* conn:recv([timeout_ms]) -> payload | nil, "timeout" | "closed" |
-   "interrupted" (a signal arrived) | message. Without a timeout it waits. */
-static int l_conn_recv(lua_State *L) {
-  conn *c = check_conn(L);
-  int timeout = (int)luaL_optinteger(L, 2, -1);
-  static char chunk[READ_CHUNK];
-  for (;;) {
-    const char *p;
-    size_t n;
-    int r = arbor_frame_next(&c->rd, &p, &n);
-    if (r == ARBOR_FRAME_OK) {
-      lua_pushlstring(L, p, n);
-      return 1;
-    }
-    if (r < 0) {
-      lua_pushnil(L);
-      lua_pushfstring(L, "bad reply from the engine: %s",
-                      arbor_frame_strerror(r));
-      return 2;
-    }
-    struct pollfd pf = {c->fd, POLLIN, 0};
-    int pr = poll(&pf, 1, timeout);
-    if (pr < 0 && errno == EINTR) {
-      lua_pushnil(L);
-      lua_pushliteral(L, "interrupted");
-      return 2;
-    }
-    if (pr == 0) {
-      lua_pushnil(L);
-      lua_pushliteral(L, "timeout");
-      return 2;
-    }
-    ssize_t got = recv(c->fd, chunk, sizeof chunk, 0);
-    if (got < 0 && errno == EINTR) {
-      lua_pushnil(L);
-      lua_pushliteral(L, "interrupted");
-      return 2;
-    }
-    if (got <= 0) {
-      lua_pushnil(L);
-      lua_pushstring(L, got == 0 ? "closed" : strerror(errno));
-      return 2;
-    }
-    r = arbor_frame_feed(&c->rd, chunk, (size_t)got);
-    if (r < 0) {
-      lua_pushnil(L);
-      lua_pushfstring(L, "bad reply from the engine: %s",
-                      arbor_frame_strerror(r));
-      return 2;
-    }
-  }
-}
-
-/* conn:shutdown_write(): half-closes (tests of truncated frames). */
-static int l_conn_shutdown_write(lua_State *L) {
-  conn *c = check_conn(L);
-  shutdown(c->fd, SHUT_WR);
-  return 0;
-}
-
-static int l_conn_fileno(lua_State *L) {
-  lua_pushinteger(L, check_conn(L)->fd);
-  return 1;
-}
-
-static int l_conn_close(lua_State *L) {
-  conn *c = luaL_checkudata(L, 1, CONN_MT);
-  if (c->fd >= 0) close(c->fd);
-  c->fd = -1;
-  arbor_frame_free(&c->rd);
-  return 0;
-}
-
 /* ---- registration --------------------------------------------------- */
 
 static const luaL_Reg server_methods[] = {
@@ -850,18 +620,8 @@ static const luaL_Reg server_methods[] = {
     {NULL, NULL},
 };
 
-static const luaL_Reg conn_methods[] = {
-    {"send", l_conn_send},
-    {"send_raw", l_conn_send_raw},
-    {"recv", l_conn_recv},
-    {"shutdown_write", l_conn_shutdown_write},
-    {"fileno", l_conn_fileno},
-    {"close", l_conn_close},
-    {NULL, NULL},
-};
-
-static void new_type(lua_State *L, const char *name, const luaL_Reg *m,
-                     lua_CFunction close) {
+void arbor_new_type(lua_State *L, const char *name, const luaL_Reg *m,
+                    lua_CFunction close) {
   luaL_newmetatable(L, name);
   lua_newtable(L);
   luaL_setfuncs(L, m, 0);
@@ -875,17 +635,15 @@ static void new_type(lua_State *L, const char *name, const luaL_Reg *m,
 
 /* [-0, +0, m] adds the control functions to the module table on top. */
 void arbor_open_control(lua_State *L) {
-  new_type(L, SERVER_MT, server_methods, l_close);
-  new_type(L, CONN_MT, conn_methods, l_conn_close);
+  arbor_new_type(L, SERVER_MT, server_methods, l_close);
   static const luaL_Reg funcs[] = {
       {"control_listen", l_listen},
-      {"connect", l_connect},
-      {"slice", l_slice},
-      {"slice_limit", l_slice_limit},
       {"runnable", l_runnable},
       {"tree_json", l_tree_json},
       {"getpid", l_getpid},
       {NULL, NULL},
   };
   luaL_setfuncs(L, funcs, 0);
+  arbor_open_slice(L);
+  arbor_open_conn(L);
 }

@@ -296,8 +296,16 @@ function M.serve(e, path, opts)
     return f
   end
 
-  local function out(text) -- print to the client of the running evaluation
-    if current then send(current.cid, current.rid, {out = text}) end
+  -- Prints to the client of the running evaluation; a function made in a
+  -- session and called later by the tree (a swapped runnable) prints on
+  -- the engine's stdout.
+  local function out(text)
+    if current then
+      send(current.cid, current.rid, {out = text})
+    else
+      io.stdout:write(text)
+      io.stdout:flush()
+    end
   end
 
   local function tree_snapshot(dn)

@@ -73,7 +73,7 @@ local function start(opts)
   local sock = opts.sock or (dir .. "/ctl.sock")
   local e = {dir = dir, sock = sock, rc_file = dir .. "/rc." .. os.time() .. math.random(1e6)}
   os.execute(string.format("(%s run --quiet --control %s %s; echo $? > %s) > %s/out 2>&1 &",
-    bin, q(sock), fixture, q(e.rc_file), q(dir)))
+    bin, q(sock), opts.script or fixture, q(e.rc_file), q(dir)))
   local st = poll(function()
     local c = core.connect(sock)
     if not c then return nil end
@@ -567,5 +567,45 @@ describe("protocol (C4)", function()
     while c:recv(10000) do got = got + 1 end
     assert.is_true(got < 12)
     c:close()
+  end)
+end)
+
+describe("docs/repl.md", function()
+  it("the session: a crash-looping node gets a policy and new code, and recovers", function()
+    local e = start({script = "docs/examples/shop.lua"})
+    local ok, err = pcall(function()
+      poll(function() -- the tree while payments waits for its restart
+        local _, tree = ctl(e, "tree")
+        return tree:find("payments %[DEAD%] up [%d.]+s restarts=%d+  last error: "
+          .. "docs/examples/shop.lua:23: attempt to perform arithmetic on a nil value %(field 'amount'%)")
+      end, "payments to crash")
+      local f = e.dir .. "/in"
+      local h = io.open(f, "w")
+      h:write([[
+policy("root.payments", arbor.policy.constant(0.5))
+swap("root.payments", function(ctx)
+  ctx:signal("healthy")
+  for _, order in ipairs({{id = 2}, {id = 3, amount = 12}}) do
+    if order.amount then
+      ctx:log("charging order", order.id, order.amount * 100, "cents")
+    else
+      ctx:log("order", order.id, "has no amount: skipped")
+    end
+  end
+  ctx:wait()
+end)
+]])
+      h:close()
+      local code, out = sh(bin .. " repl " .. q(e.sock) .. " < " .. q(f))
+      assert.equal(0, code, out)
+      poll(function()
+        local _, s = ctl(e, "logs root.payments")
+        return s:find("order 2 has no amount: skipped", 1, true)
+      end, "payments to run the new code")
+      local _, s = ctl(e, "node root.payments --json")
+      assert.equal("HEALTHY", json.decode(s).state)
+    end)
+    finish(e)
+    assert(ok, err)
   end)
 end)
