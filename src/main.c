@@ -31,8 +31,9 @@ static const char usage[] =
     "`arbor repl` and `arbor ctl` (`arbor ctl --help` lists the commands).\n"
     "\n"
     "  --quiet        do not print events and logs on stderr\n"
-    "  --control PATH serve the control socket at PATH\n"
-    "  --no-control   serve no control socket\n"
+    "  --control PATH serve the control socket at PATH (default: $ARBOR_CONTROL\n"
+    "                 if set)\n"
+    "  --no-control   serve no control socket (also ARBOR_CONTROL=none)\n"
     "\n"
     "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
     "error, 130 interrupted.\n";

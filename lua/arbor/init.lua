@@ -217,10 +217,15 @@ function M.run(root, opts)
     local err
     server, err = require("arbor.control").serve(e, control_path,
       {arbor = M, script = cli and cli.script})
-    if not server then
+    if not server and cli and cli.default and control_path == cli.control
+        and not err:find("another arbor is serving", 1, true) then
+      io.stderr:write("arbor: warning: no control socket: ", err, "\n")
+    elseif not server then
       e:close()
       error("arbor.run: control socket: " .. err, 2)
     end
+  end
+  if server then
     local base = sink
     sink = function(dn, line, time)
       if base then base(dn, line, time) end
@@ -311,10 +316,23 @@ end
 
 -- ---- used by the arbor binary -------------------------------------------
 
---- control: the socket path, false for none, nil for the default.
+--- control: the socket path, false for none, nil for the default: then
+-- $ARBOR_CONTROL (a path, or "none"), else the default path, which may fail
+-- with a warning unless another arbor is serving it.
 function M._cli(quiet, control, script)
-  if control == nil then control = require("arbor.control").default_path(script) end
-  cli = {quiet = quiet, control = control, script = script}
+  local default = false
+  if control == nil then
+    local env = os.getenv("ARBOR_CONTROL")
+    if env == "none" then
+      control = false
+    elseif env and env ~= "" then
+      control = env
+    else
+      control = require("arbor.control").default_path(script)
+      default = true
+    end
+  end
+  cli = {quiet = quiet, control = control, script = script, default = default}
 end
 
 function M._exit_status()

@@ -135,6 +135,36 @@ describe("control socket (C1)", function()
     e.pid = e2.pid
   end)
 
+  it("listens by default in $XDG_RUNTIME_DIR/arbor/SCRIPT.sock, found by name or alone", function()
+    local xdg = e.dir .. "/xdg"
+    os.execute("mkdir -p " .. q(xdg))
+    local env = "env -u ARBOR_CONTROL XDG_RUNTIME_DIR=" .. q(xdg) .. " "
+    os.execute(env .. bin .. " run --quiet " .. fixture .. " > /dev/null 2>&1 &")
+    local sock = xdg .. "/arbor/live.sock"
+    poll(function() return sh(env .. bin .. " ctl status") == 0 end, "the default socket")
+    local _, modes = sh("stat -c '%a %F' " .. q(xdg .. "/arbor") .. " " .. q(sock))
+    assert.matches("^700 directory\n600 socket\n$", modes)
+    local code, out = sh(env .. bin .. " ctl live status --json")
+    assert.equal(0, code)
+    local pid = json.decode(out).pid
+    code, out = sh(env .. bin .. " ctl shutdown")
+    assert.equal(0, code, out)
+    poll(function() return not alive(pid) end, "arbor to exit")
+    -- ARBOR_CONTROL=none: no socket; a default path that cannot be made: a
+    -- warning, and the tree runs all the same
+    code = sh("XDG_RUNTIME_DIR=" .. q(xdg) .. " ARBOR_CONTROL=none " .. bin
+      .. " run --quiet spec/e2e/fixtures/restarts.lua")
+    assert.equal(0, code)
+    assert.is_false(is_socket(xdg .. "/arbor/restarts.sock"))
+    code, out = sh("env -u ARBOR_CONTROL XDG_RUNTIME_DIR=" .. q(e.dir .. "/none/deeper") .. " "
+      .. bin .. " run --quiet spec/e2e/fixtures/restarts.lua")
+    assert.equal(0, code)
+    assert.matches("arbor: warning: no control socket: cannot create the directory", out, 1, true)
+    code, out = sh(env .. bin .. " ctl status")
+    assert.equal(3, code)
+    assert.matches("no engine running: no control socket in " .. xdg .. "/arbor", out, 1, true)
+  end)
+
   it("does not replace a file that is not a socket", function()
     local path = e.dir .. "/plain"
     io.open(path, "w"):close()
