@@ -11,6 +11,7 @@
 local core = require "arbor.core"
 local json = require "arbor.json"
 local pretty = require "arbor.pretty"
+local session = require "arbor.session"
 
 local M = {}
 
@@ -285,16 +286,7 @@ function M.serve(e, path, opts)
     return #runq > 0
   end
 
-  -- ---- sessions and helpers ----
-
-  local function node_or_error(dn, level, what)
-    if type(dn) ~= "string" then
-      error(what .. ": want a DN string (like \"root.web\"), got " .. type(dn), level + 1)
-    end
-    local f, err = e:node(dn)
-    if not f then error(what .. ": " .. err, level + 1) end
-    return f
-  end
+  -- ---- sessions ----
 
   -- Prints to the client of the running evaluation; a function made in a
   -- session and called later by the tree (a swapped runnable) prints on
@@ -308,186 +300,21 @@ function M.serve(e, path, opts)
     end
   end
 
-  local function tree_snapshot(dn)
-    return e:tree(dn)
-  end
-
-  local help_text = [[
-helpers (this session's environment; `arbor` is the arbor module):
-  tree([dn])            draw the tree: states, uptimes, restarts, last errors
-  node(dn)              the node's fields (state, error, traceback, ...)
-  restart(dn)           restart a node now (starts a held or pending one)
-  stop(dn)              stop a node and hold it down until restart(dn)
-  swap(dn, fn [, {restart = true}])   the node's next start runs fn
-  policy(dn, p)         p decides the node's restarts (nil: the default)
-  logs(dn [, n])        the node's last log lines
-  events([n])           the last n events (default 20)
-  watch([dn])           follow events (of dn's subtree) until Ctrl-C
-  reload(module [, {restart = true}])  re-require a module, swap its runnables
-  explain(dn)           why the node was (not) restarted (arbor.explain)
-  budget([n])           this session's instruction budget per evaluation
-  help()                this text
-An expression prints its value; `x = 1` keeps x in this session only
-(`_G.x = 1` sets a global of the tree). Ctrl-C interrupts an evaluation.]]
-
-  local function make_session(cid)
-    local s = {budget = M.default_budget}
-    local env = {}
-    local h = {}
-    h.arbor = arbor
-    h.print = function(...)
-      local n = select("#", ...)
-      local parts = {}
-      for i = 1, n do parts[i] = tostring((select(i, ...))) end
-      out(table.concat(parts, "\t") .. "\n")
-    end
-    h.help = function() out(help_text .. "\n") end
-    h.tree = function(dn)
-      if dn ~= nil then node_or_error(dn, 2, "tree") end
-      out(M.render_tree(tree_snapshot(dn)) .. "\n")
-    end
-    h.node = function(dn) return node_or_error(dn, 2, "node") end
-    h.restart = function(dn)
-      node_or_error(dn, 2, "restart")
-      e:restart(dn)
-      out(dn .. ": restarted\n")
-    end
-    h.stop = function(dn)
-      node_or_error(dn, 2, "stop")
-      e:hold(dn)
-      out(dn .. ": stopped (held until restart(\"" .. dn .. "\"))\n")
-    end
-    h.swap = function(dn, fn, o)
-      node_or_error(dn, 2, "swap")
-      arbor._node_view(e, dn):swap(fn, o)
-      out(dn .. ": runnable swapped" .. ((o and o.restart) and ", restarted\n"
-        or " (its next start runs it)\n"))
-    end
-    h.policy = function(dn, p)
-      node_or_error(dn, 2, "policy")
-      arbor._node_view(e, dn):set_policy(p)
-      out(dn .. ": " .. (p and "policy replaced" or "default policy restored") .. "\n")
-    end
-    h.logs = function(dn, n)
-      node_or_error(dn, 2, "logs")
-      local lines = {}
-      for _, l in ipairs(e:logs(dn, n or 20)) do
-        lines[#lines + 1] = M.render_log(dn, l)
-      end
-      out(#lines > 0 and table.concat(lines, "\n") .. "\n" or "(no log lines)\n")
-    end
-    h.events = function(n)
-      local lines = {}
-      for _, ev in ipairs(e:events(n or 20)) do lines[#lines + 1] = M.render_event(ev) end
-      out(#lines > 0 and table.concat(lines, "\n") .. "\n" or "(no events)\n")
-    end
-    h.watch = function(dn)
-      if dn ~= nil then node_or_error(dn, 2, "watch") end
-      local ev = current
-      if not ev or not coroutine.isyieldable() then
-        error("watch(): only at the top of a REPL evaluation", 2)
-      end
-      out("watching events" .. (dn and (" of " .. dn) or "") .. " (Ctrl-C stops)\n")
-      ev.follow_key = ev.cid .. "/" .. tostring(ev.rid)
-      follow(ev.cid, ev.rid, "events", dn, false)
-      coroutine.yield(WAIT) -- until interrupted
-    end
-    h.reload = function(name, o)
-      if type(name) ~= "string" then
-        error("reload(module): want a module name, got " .. type(name), 2)
-      end
-      local old = package.loaded[name]
-      if old == nil then error("reload: module '" .. name .. "' was never loaded", 2) end
-      package.loaded[name] = nil
-      local ok, new = pcall(require, name)
-      if not ok then
-        package.loaded[name] = old
-        error("reload " .. name .. ": " .. tostring(new) .. " (the old module stays)", 2)
-      end
-      local by_fn = {}
-      if type(old) == "table" then
-        for k, v in pairs(old) do if type(v) == "function" then by_fn[v] = k end end
-      elseif type(old) == "function" then
-        by_fn[old] = true
-      end
-      local swapped = {}
-      local stack = {tree_snapshot()}
-      while #stack > 0 do
-        local n = table.remove(stack)
-        local key = by_fn[core.runnable(e, n.dn)]
-        if key ~= nil then
-          local fn = key == true and new or (type(new) == "table" and new[key])
-          if type(fn) == "function" then
-            e:swap(n.dn, fn, o and o.restart)
-            swapped[#swapped + 1] = n.dn
-          end
-        end
-        for _, c in ipairs(n.children) do stack[#stack + 1] = c end
-      end
-      table.sort(swapped)
-      out(string.format("reloaded %s; swapped %d node(s)%s%s\n", name, #swapped,
-        #swapped > 0 and ": " or "", table.concat(swapped, ", ")))
-    end
-    h.explain = function(dn)
-      node_or_error(dn, 2, "explain")
-      if type(arbor.explain) ~= "function" then
-        error("explain: unavailable in this build (arbor.explain comes with "
-          .. "the restart-policies work)", 2)
-      end
-      return arbor.explain(dn)
-    end
-    h.budget = function(n)
-      if n ~= nil then
-        if math.type(n) ~= "integer" and not (type(n) == "number" and n == math.floor(n)) or n < QUANTUM then
-          error("budget(n): want an instruction count >= " .. QUANTUM, 2)
-        end
-        s.budget = math.floor(n)
-      end
-      return s.budget
-    end
-    s.helpers = h
-    setmetatable(env, {__index = function(_, k)
-      local v = h[k]
-      if v ~= nil then return v end
-      return _G[k]
-    end})
-    s.env = env
-    return {session = s, evals = {}}
+  local function follow_eval(ev, dn)
+    ev.follow_key = ev.cid .. "/" .. tostring(ev.rid)
+    follow(ev.cid, ev.rid, "events", dn, false)
   end
 
   local function client_state(cid)
     local c = clients[cid]
     if not c then
-      c = make_session(cid)
+      c = {evals = {}, session = session.new{e = e, arbor = arbor, out = out,
+        current = function() return current end, follow = follow_eval, WAIT = WAIT,
+        quantum = QUANTUM, budget = M.default_budget,
+        render = {tree = M.render_tree, log = M.render_log, event = M.render_event}}}
       clients[cid] = c
     end
     return c
-  end
-
-  -- `local x = 1` at the start of a line persists in the session: the
-  -- session keeps it as a variable of its environment.
-  local function persist_locals(code)
-    local rest = code:match("^%s*local%s+function%s+(.*)$")
-    if rest then return "function " .. rest end
-    rest = code:match("^%s*local%s+([%a_][%w_%s,]*=.*)$")
-    if rest and not rest:find("^[^=]*<") then return rest end
-    rest = code:match("^%s*local%s+([%a_][%w_%s,]*)$")
-    if rest then return rest .. " = nil" end
-    return code
-  end
-
-  local function compile(code, env)
-    local fn = load("return " .. code, "=repl", "t", env)
-    if fn then return fn end
-    local src = persist_locals(code)
-    local err
-    fn, err = load(src, "=repl", "t", env)
-    if fn then return fn end
-    if src ~= code then -- report the error of the code as typed
-      local _, e2 = load(code, "=repl", "t", env)
-      err = e2 or err
-    end
-    return nil, err
   end
 
   -- ---- operations ----
@@ -498,7 +325,7 @@ An expression prints its value; `x = 1` keeps x in this session only
     if type(req.code) ~= "string" then return fail(cid, rid, "eval: want code (a string)") end
     local c = client_state(cid)
     if c.evals[rid] then return fail(cid, rid, "eval: request id " .. tostring(rid) .. " is in use") end
-    local fn, err = compile(req.code, c.session.env)
+    local fn, err = session.compile(req.code, c.session.env)
     if not fn then
       return fail(cid, rid, err, {incomplete = err:sub(-5) == "<eof>" or nil,
         syntax = true})
@@ -569,7 +396,7 @@ An expression prints its value; `x = 1` keeps x in this session only
       return srv:send(cid, '{"id":' .. json.encode(rid) .. ',"end":true,"ok":true,"data":'
         .. core.tree_json(e, req.dn) .. "}")
     end
-    finish(cid, rid, {text = M.render_tree(tree_snapshot(req.dn))})
+    finish(cid, rid, {text = M.render_tree(e:tree(req.dn))})
   end
 
   function ops.node(cid, rid, req)
@@ -659,7 +486,7 @@ An expression prints its value; `x = 1` keeps x in this session only
       end
     end
     if req.quoted then
-      local stack = {tree_snapshot()}
+      local stack = {e:tree()}
       while #stack > 0 do
         local n = table.remove(stack)
         if n.dn:sub(1, #text) == text then add(n.dn) end
