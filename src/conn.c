@@ -104,11 +104,13 @@ static int conn_write(lua_State *L, int framed) {
 static int l_conn_send(lua_State *L) { return conn_write(L, 1); }
 static int l_conn_send_raw(lua_State *L) { return conn_write(L, 0); }
 
-/* conn:recv([timeout_ms]) -> payload | nil, "timeout" | "closed" |
-   "interrupted" (a signal arrived) | message. Without a timeout it waits. */
+/* conn:recv([timeout_ms [, wake_fd]]) -> payload | nil, "timeout" |
+   "closed" | "interrupted" (a signal arrived, or wake_fd is readable) |
+   message. Without a timeout it waits. */
 static int l_conn_recv(lua_State *L) {
   conn *c = check_conn(L);
-  int timeout = (int)luaL_optinteger(L, 2, -1);
+  int timeout = lua_isnoneornil(L, 2) ? -1 : (int)luaL_checkinteger(L, 2);
+  int wake = (int)luaL_optinteger(L, 3, -1);
   static char chunk[READ_CHUNK];
   for (;;) {
     const char *p;
@@ -124,9 +126,10 @@ static int l_conn_recv(lua_State *L) {
                       arbor_frame_strerror(r));
       return 2;
     }
-    struct pollfd pf = {c->fd, POLLIN, 0};
-    int pr = poll(&pf, 1, timeout);
-    if (pr < 0 && errno == EINTR) {
+    struct pollfd pf[2] = {{c->fd, POLLIN, 0}, {wake, POLLIN, 0}};
+    int pr = poll(pf, wake >= 0 ? 2 : 1, timeout);
+    if ((pr < 0 && errno == EINTR) ||
+        (pr > 0 && wake >= 0 && (pf[1].revents & POLLIN))) {
       lua_pushnil(L);
       lua_pushliteral(L, "interrupted");
       return 2;

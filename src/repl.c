@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,8 @@
 int luaopen_arbor_readline(lua_State *L);
 
 static volatile sig_atomic_t sigint_seen;
+static int sig_pipe[2] = {-1, -1}; /* the handler writes a byte: no lost
+                                      wakeup between a check and a wait */
 static char *line_got;
 static int line_done;
 static lua_State *comp_L; /* the state the completer lives in */
@@ -28,25 +31,49 @@ static int comp_ref = LUA_NOREF;
 
 static void on_sigint(int sig) {
   (void)sig;
+  int saved = errno;
   sigint_seen = 1;
+  if (sig_pipe[1] >= 0) {
+    ssize_t w = write(sig_pipe[1], "i", 1);
+    (void)w;
+  }
+  errno = saved;
 }
 
-/* rl.catch_sigint(): SIGINT sets a flag (see rl.sigint) and interrupts
-   blocking calls (no SA_RESTART). */
+/* Takes the bytes the handler wrote; returns whether SIGINT came. */
+static int take_sigint(void) {
+  char buf[64];
+  if (sig_pipe[0] >= 0)
+    while (read(sig_pipe[0], buf, sizeof buf) > 0) {
+    }
+  int seen = sigint_seen;
+  sigint_seen = 0;
+  return seen;
+}
+
+/* rl.catch_sigint() -> fd: SIGINT sets a flag (see rl.sigint), interrupts
+   blocking calls (no SA_RESTART) and makes fd readable (conn:recv watches
+   it). */
 static int l_catch_sigint(lua_State *L) {
-  (void)L;
+  if (sig_pipe[0] < 0) {
+    if (pipe(sig_pipe) != 0) return luaL_error(L, "pipe: %s", strerror(errno));
+    for (int i = 0; i < 2; i++) {
+      fcntl(sig_pipe[i], F_SETFL, fcntl(sig_pipe[i], F_GETFL) | O_NONBLOCK);
+      fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC);
+    }
+  }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
-  return 0;
+  lua_pushinteger(L, sig_pipe[0]);
+  return 1;
 }
 
 /* rl.sigint() -> true once after each SIGINT */
 static int l_sigint(lua_State *L) {
-  lua_pushboolean(L, sigint_seen);
-  sigint_seen = 0;
+  lua_pushboolean(L, take_sigint());
   return 1;
 }
 
@@ -61,17 +88,22 @@ static int l_readline(lua_State *L) {
   const char *prompt = luaL_optstring(L, 1, "> ");
   line_done = 0;
   line_got = NULL;
-  sigint_seen = 0;
+  take_sigint();
   rl_callback_handler_install(prompt, on_line);
   while (!line_done) {
     fd_set fds;
     int fd = fileno(rl_instream ? rl_instream : stdin);
     FD_ZERO(&fds);
     FD_SET(fd, &fds);
-    int r = select(fd + 1, &fds, NULL, NULL, NULL);
-    if (r < 0 && errno == EINTR) {
-      if (sigint_seen) {
-        sigint_seen = 0;
+    int nfds = fd + 1;
+    if (sig_pipe[0] >= 0) {
+      FD_SET(sig_pipe[0], &fds);
+      if (sig_pipe[0] >= nfds) nfds = sig_pipe[0] + 1;
+    }
+    int r = select(nfds, &fds, NULL, NULL, NULL);
+    if ((r < 0 && errno == EINTR) ||
+        (r > 0 && sig_pipe[0] >= 0 && FD_ISSET(sig_pipe[0], &fds))) {
+      if (take_sigint()) {
         rl_free_line_state();
         rl_callback_sigcleanup();
         rl_callback_handler_remove();

@@ -80,7 +80,7 @@ end
 -- on_signal() is called when a signal interrupts the wait.
 function Conn:wait(id, on_frame, on_signal)
   while true do
-    local payload, err = self.c:recv()
+    local payload, err = self.c:recv(nil, self.wake_fd)
     if not payload then
       if err == "interrupted" and on_signal then
         on_signal()
@@ -289,7 +289,7 @@ function M.repl(args)
   end
   local rl = require "arbor.readline"
   local tty = rl.isatty(0)
-  rl.catch_sigint()
+  conn.wake_fd = rl.catch_sigint()
   local history = (os.getenv("HOME") or ".") .. "/.arbor_history"
   if tty then
     rl.read_history(history)
@@ -306,7 +306,7 @@ function M.repl(args)
     if tty then return rl.readline(prompt) end
     while true do
       local line = io.stdin:read("l")
-      if line or not rl.sigint() then
+      if line or not rl.sigint() then -- Ctrl-C while reading: read on
         if line and echo then io.stdout:write(prompt, line, "\n") end
         return line
       end
@@ -335,7 +335,9 @@ function M.repl(args)
           local reply
           if id then
             reply, err = conn:wait(id, print_stream, function()
-              conn.c:send(json.encode({op = "interrupt", target = id, id = "int" .. id}))
+              if rl.sigint() then -- not another signal (a terminal resize)
+                conn.c:send(json.encode({op = "interrupt", target = id, id = "int" .. id}))
+              end
             end)
           end
           if not reply then

@@ -473,7 +473,7 @@ reload("liveworker", {restart = true})
     local home = e.dir .. "/home"
     os.execute("mkdir -p " .. q(home))
     local out_file = e.dir .. "/pty.out"
-    local p = io.popen(string.format("HOME=%s TERM=xterm script -qfec %s /dev/null > %s 2>&1",
+    local p = io.popen(string.format("HOME=%s TERM=xterm timeout 60 script -qfec %s /dev/null > %s 2>&1",
       q(home), q(bin .. " repl " .. e.sock), q(out_file)), "w")
     local function typed(keys, want)
       p:write(keys)
@@ -487,8 +487,8 @@ reload("liveworker", {restart = true})
     typed("x = 20\n", "> x = 20")
     typed("return x + 1\n", "21\n")
     typed("\27[A\n", "21\n> return x + 1\n21") -- up arrow: the last line again
-    typed("arbo\t.ru\t(1\n", "arbor.run(1")      -- completion of names and fields
-    typed('node("root.he\t").state\n', '"HEALTHY"')  -- completion of DNs
+    typed("arbo\t.ru\t\n", "> arbor.run\nfunction: ") -- completion of names, fields
+    typed('node("root.he\t).state\n', '> node("root.heart").state\n"HEALTHY"') -- of DNs
     typed("budget(1e15)\nwhile true do end\n", "while true do end")
     poll(function()
       local r = request(e.sock, {op = "status", json = true})
@@ -498,7 +498,7 @@ reload("liveworker", {restart = true})
     p:write("\4")                                -- Ctrl-D
     p:close()
     local hist = read_file(home .. "/.arbor_history")
-    assert.matches("x = 20\nreturn x %+ 1\nreturn x %+ 1\narbor.run%(1\n", hist)
+    assert.matches('x = 20\nreturn x %+ 1\nreturn x %+ 1\narbor.run\nnode%("root.heart"%).state\n', hist)
   end)
 end)
 
