@@ -206,11 +206,15 @@ function M.serve(e, path, opts)
 
   -- ---- evaluations ----
 
-  local function close_eval(ev)
-    clients[ev.cid].evals[ev.rid] = nil
+  local function unqueue(ev)
     for i, x in ipairs(runq) do
       if x == ev then table.remove(runq, i) break end
     end
+  end
+
+  local function close_eval(ev)
+    clients[ev.cid].evals[ev.rid] = nil
+    unqueue(ev)
     if ev.follow_key then unfollow(ev.follow_key) end
     coroutine.close(ev.co)
   end
@@ -253,8 +257,8 @@ function M.serve(e, path, opts)
           return false
         end
       elseif kind == "yield" then
-        if r[2] == WAIT then
-          ev.waiting = true
+        if r[2] == WAIT then -- watch(): parked until interrupted
+          unqueue(ev)
           return false
         end
         -- a bare coroutine.yield() at the top of an evaluation: go on

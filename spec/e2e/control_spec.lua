@@ -558,6 +558,26 @@ describe("protocol (C4)", function()
     assert.equal(0, (ctl(e, "status")))
   end)
 
+  it("streams watch() until interrupted, also after a long computation", function()
+    local conn = assert(client.open(e.sock))
+    local id = assert(conn:send({op = "eval", code = "for i = 1, 3e6 do end watch()"}))
+    local frames = {}
+    local reply = conn:wait(id, function(f)
+      frames[#frames + 1] = f
+      if f.out and f.out:find("watching events") then
+        -- make an event, then stop watching
+        request(e.sock, {op = "restart", dn = "root.workers.w2"})
+      elseif f.out and f.out:find("root.workers.w2 +NEW %-> HEALTHY") then
+        conn.c:send(json.encode({op = "interrupt", target = id, id = "stop"}))
+      end
+    end)
+    conn:close()
+    assert.is_true(reply.ok)
+    assert.is_true(reply.interrupted)
+    assert.matches("watching events", frames[1].out, 1, true)
+    assert.is_true(#frames >= 3)
+  end)
+
   it("serves 100 clients at once, each with its own session", function()
     local conns = {}
     for i = 1, 100 do conns[i] = assert(client.open(e.sock)) end
