@@ -481,15 +481,6 @@ static int l_info(lua_State *L) {
   return 1;
 }
 
-/* server:set_out_limit(bytes) */
-static int l_set_out_limit(lua_State *L) {
-  server *s = check_server(L);
-  lua_Integer n = luaL_checkinteger(L, 2);
-  luaL_argcheck(L, n >= 4096, 2, "want at least 4096 bytes");
-  s->out_limit = (size_t)n;
-  return 0;
-}
-
 /* server:close(): closes every client and the socket, removes the file.
    Idempotent; also __gc and __close. */
 static int l_close(lua_State *L) {
@@ -615,7 +606,6 @@ static const luaL_Reg server_methods[] = {
     {"drop", l_drop},
     {"busy", l_busy},
     {"info", l_info},
-    {"set_out_limit", l_set_out_limit},
     {"close", l_close},
     {NULL, NULL},
 };

@@ -165,7 +165,7 @@ function M.ctl(args)
     elseif a == "-h" or a == "--help" then
       print(ctl_usage)
       return 0
-    elseif a:sub(1, 1) == "-" and #a > 1 and pos[1] ~= "eval" then
+    elseif a:sub(1, 1) == "-" and #a > 1 and not (pos[1] == "eval" or pos[2] == "eval") then
       errf("arbor ctl: unknown option '%s'\n%s", a, ctl_usage)
       return 2
     else

@@ -192,7 +192,7 @@ function M.serve(e, path, opts)
 
   --- Called by arbor.run's log sink: streams the line to `logs -f` clients.
   function server.on_log(dn, line, time)
-    if nfollowers == 0 then return end
+    if nfollowers == 0 or server.closed then return end
     for _, f in pairs(followers) do
       if f.what == "logs" and (dn == f.dn) then
         if f.json then
@@ -576,10 +576,11 @@ function M.serve(e, path, opts)
 
   server.path = path
   function server.close()
+    if server.closed then return end
+    server.closed = true
     if sub_id then e:unsubscribe(sub_id) sub_id = nil end
     srv:close()
   end
-  server.c = srv
   return server
 end
 

@@ -16,7 +16,7 @@ M.canceled = core.canceled
 M.is_canceled = core.is_canceled
 
 local running_engine -- the engine of the arbor.run in progress
-local cli            -- set by the arbor binary: {quiet =, control =}
+local cli            -- set by the arbor binary: {quiet, control, script, default}
 local last_run       -- {ok, reason} of the last arbor.run
 
 --- The engine that calling code belongs to: the one resuming it now, else
