@@ -12,10 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec.h"
+#include "home.h"
 #include "l_arbor.h"
 
 static const char usage[] =
-    "usage: arbor run [--quiet] SCRIPT [ARGS...]\n"
+    "usage: arbor run [--quiet] [--init] SCRIPT [ARGS...]\n"
     "       arbor --version | --help\n"
     "\n"
     "Runs the supervisor SCRIPT: it calls arbor.run(root) or returns a root\n"
@@ -23,6 +25,8 @@ static const char usage[] =
     "kills it at once.\n"
     "\n"
     "  --quiet   do not print events and logs on stderr\n"
+    "  --init    reap orphaned processes (as a subreaper; automatic as PID 1)\n"
+    "            and forward SIGHUP, SIGUSR1, SIGUSR2 to the process groups\n"
     "\n"
     "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
     "error, 130 interrupted.\n";
@@ -138,10 +142,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "arbor: unknown command '%s'\n%s", argv[1], usage);
     return 2;
   }
-  int i = 2, quiet = 0;
+  int i = 2, quiet = 0, init = getpid() == 1;
   for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
     if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
       quiet = 1;
+    } else if (strcmp(argv[i], "--init") == 0) {
+      init = 1;
     } else if (strcmp(argv[i], "--") == 0) {
       i++;
       break;
@@ -161,6 +167,8 @@ int main(int argc, char **argv) {
   }
   luaL_openlibs(L);
   set_paths(L);
+  if (init && arbor_exec_init_mode(arbor_home_loop(L)) < 0)
+    fputs("arbor: --init: cannot become a subreaper\n", stderr);
   int status = run_script(L, argv[i], quiet, argc - i - 1, argv + i + 1);
   lua_close(L);
   return status;
