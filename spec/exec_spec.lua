@@ -65,35 +65,44 @@ local function self_pid()
   return tonumber(read("/proc/self/stat"):match("^(%d+)"))
 end
 
+-- Entries of a directory (luv's synchronous scandir: no helper process
+-- whose own pipe would be counted).
+local function entries(dir)
+  local uv = require "luv"
+  local out = {}
+  local h = uv.fs_scandir(dir)
+  while h do
+    local name = uv.fs_scandir_next(h)
+    if not name then break end
+    out[#out + 1] = name
+  end
+  return out
+end
+
 -- Zombie children of this process.
 local function zombies()
   local me, n = self_pid(), 0
-  local p = io.popen("ls /proc")
-  for name in p:lines() do
+  for _, name in ipairs(entries("/proc")) do
     if name:match("^%d+$") then
       local stat = read("/proc/" .. name .. "/stat")
-      local st, ppid = stat and stat:match("%) (%a) (%d+)")
+      local st, ppid
+      if stat then st, ppid = stat:match("%) (%a) (%d+)") end
       if st == "Z" and tonumber(ppid) == me then n = n + 1 end
     end
   end
-  p:close()
   return n
 end
 
 local function fd_list()
-  local p = io.popen("ls -l /proc/" .. self_pid() .. "/fd")
-  local s = p:read("a")
-  p:close()
-  return s
+  local out = {}
+  for _, fd in ipairs(entries("/proc/self/fd")) do
+    out[#out + 1] = fd .. " -> " .. tostring(require("luv").fs_readlink("/proc/self/fd/" .. fd))
+  end
+  table.sort(out)
+  return table.concat(out, "\n")
 end
 
-local function fds()
-  local p = io.popen("ls /proc/" .. self_pid() .. "/fd")
-  local n = 0
-  for _ in p:lines() do n = n + 1 end
-  p:close()
-  return n
-end
+local function fds() return #entries("/proc/self/fd") end
 
 local function has(list, pattern)
   for _, l in ipairs(list) do
@@ -172,7 +181,10 @@ describe("ctx:exec", function()
       p:wait()
       collectgarbage()
       local grown = require("arbor.core").rss() - before
-      assert.is_true(grown < 16 * 1024 * 1024, "RSS grew by " .. grown)
+      -- (under AddressSanitizer freed memory sits in quarantine: not checked)
+      if not (os.getenv("LD_PRELOAD") or ""):find("asan", 1, true) then
+        assert.is_true(grown < 16 * 1024 * 1024, "RSS grew by " .. grown)
+      end
       assert.equal(64, #logs(ctx.dn)) -- the log keeps its last 64 lines
     end)
   end)

@@ -5,13 +5,14 @@
  * reaches arbor only and arbor stops the tree in order). Its stdout and
  * stderr are pipes read into the node's log line by line.
  *
- * No orphans: libuv forks for us and offers no hook in the child, so
- * PR_SET_PDEATHSIG would need an exec shim (one more exec per start, about
- * a third of the spawn rate on the development VM) and would cover only the
- * main process, not its group. Instead a guard process, forked once, holds
- * one end of a socket whose other end only arbor has (close-on-exec): arbor
- * tells it each process group it starts and ends; when arbor dies, even by
- * SIGKILL, the guard reads EOF and SIGKILLs every group still listed.
+ * No orphans: PR_SET_PDEATHSIG would need code in the child between fork
+ * and exec (libuv and posix_spawn offer no hook; an exec shim costs one
+ * more exec per start, about a third of the spawn rate on the development
+ * VM) and would cover only the main process, not its group. Instead a guard
+ * process, forked once, holds one end of a socket whose other end only
+ * arbor has (close-on-exec), and shares a table of live process groups
+ * with arbor; when arbor dies, even by SIGKILL, the guard reads EOF and
+ * SIGKILLs every group in the table.
  *
  * A stop sends stop_signal (and SIGCONT) to the group, then SIGKILL when
  * `grace` seconds passed; it ends as soon as the group is gone: the main
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +39,11 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "spawn.h"
+
+/* pipe2 is a GNU extension; _GNU_SOURCE here would let <pthread.h> (from
+   uv.h) pick up src/sched.h for the system's <sched.h>. */
+extern int pipe2(int fds[2], int flags);
 
 extern char **environ;
 
@@ -81,15 +88,19 @@ const char *arbor_signal_name(int sig) {
 
 /* ---- the guard ------------------------------------------------------ */
 
+/* The table of live process groups is a shared mapping made before the
+   guard is forked: arbor writes a slot per group (no syscall, no wakeup of
+   the guard), the guard reads the table only once arbor is gone. */
+#define GUARD_SLOTS 16384
+
 static int guard_fd = -1;
 static pid_t guard_pid;
+static volatile int32_t *guard_table;
+static unsigned guard_hint;
 
-#define GUARD_MAX 16384
-
-/* The guard's life: collect groups until EOF, then kill them all. */
+/* The guard's life: wait for EOF on fd (arbor gone), then kill every group
+   in the table. */
 static void guard_main(int fd) {
-  static int32_t groups[GUARD_MAX];
-  size_t n = 0;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = SIG_IGN;
@@ -115,30 +126,27 @@ static void guard_main(int fd) {
     dup2(nul, 2);
   }
   syscall(SYS_close_range, 4, ~0U, 0);
-  for (;;) {
-    int32_t rec[64];
-    ssize_t r = read(3, rec, sizeof rec);
+  for (;;) { /* nothing is ever written: returns at EOF */
+    char c;
+    ssize_t r = read(3, &c, 1);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
-    for (ssize_t k = 0; k < r / (ssize_t)sizeof *rec; k++) {
-      if (rec[k] > 0 && n < GUARD_MAX) {
-        groups[n++] = rec[k];
-      } else if (rec[k] < 0) {
-        for (size_t j = 0; j < n; j++)
-          if (groups[j] == -rec[k]) {
-            groups[j] = groups[--n];
-            break;
-          }
-      }
-    }
   }
-  for (size_t j = 0; j < n; j++) kill(-groups[j], SIGKILL);
+  for (unsigned i = 0; i < GUARD_SLOTS; i++)
+    if (guard_table[i] > 0) kill(-guard_table[i], SIGKILL);
   _exit(0);
 }
 
 static void guard_start(void) {
+  void *t = mmap(NULL, GUARD_SLOTS * sizeof(int32_t), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (t == MAP_FAILED) return;
   int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    munmap(t, GUARD_SLOTS * sizeof(int32_t));
+    return;
+  }
+  guard_table = t;
   pid_t pid = fork();
   if (pid == 0) {
     close(sv[1]);
@@ -153,10 +161,25 @@ static void guard_start(void) {
   guard_pid = pid;
 }
 
-static void guard_tell(int32_t rec) {
-  if (guard_fd < 0 || guard_pid <= 0) guard_start();
-  if (guard_fd >= 0)
-    (void)send(guard_fd, &rec, sizeof rec, MSG_NOSIGNAL | MSG_DONTWAIT);
+/* Lists p's group with the guard (p->slot, or -1 when the table is full). */
+static void guard_add(arbor_proc *p) {
+  p->slot = -1;
+  if (guard_pid <= 0) guard_start();
+  if (!guard_table) return;
+  for (unsigned k = 0; k < GUARD_SLOTS; k++) {
+    unsigned i = (guard_hint + k) % GUARD_SLOTS;
+    if (guard_table[i] == 0) {
+      guard_table[i] = p->pid;
+      p->slot = (int)i;
+      guard_hint = i + 1;
+      return;
+    }
+  }
+}
+
+static void guard_del(arbor_proc *p) {
+  if (p->slot >= 0 && guard_table) guard_table[p->slot] = 0;
+  p->slot = -1;
 }
 
 /* ---- groups --------------------------------------------------------- */
@@ -408,7 +431,7 @@ static void check(arbor_proc *p) {
     }
     p->gone = 1;
     p->kill_at = now_s() + 0.5; /* now: the deadline for the output */
-    guard_tell(-p->pid);
+    guard_del(p);
   }
   int open = !uv_is_closing((uv_handle_t *)&p->out) ||
              !uv_is_closing((uv_handle_t *)&p->err) ||
@@ -435,12 +458,11 @@ static void on_timer(uv_timer_t *t) {
   check(p);
 }
 
-static void on_proc_exit(uv_process_t *h, int64_t status, int term_signal) {
-  arbor_proc *p = h->data;
+/* The main process ended (reaped). */
+static void proc_exited(arbor_proc *p, int64_t status, int term_signal) {
   p->exited = 1;
   p->status = status;
   p->term_signal = term_signal;
-  close_handle(p, (uv_handle_t *)h);
   /* what the main process left in its group is stopped too */
   if (!p->stopping && group_alive(p->pid)) {
     p->stopping = 2; /* not arbor's stop: the exit stands */
@@ -449,6 +471,34 @@ static void on_proc_exit(uv_process_t *h, int64_t status, int term_signal) {
     p->kill_at = now_s() + p->grace;
   }
   check(p);
+}
+
+static void on_proc_exit(uv_process_t *h, int64_t status, int term_signal) {
+  arbor_proc *p = h->data;
+  close_handle(p, (uv_handle_t *)h);
+  proc_exited(p, status, term_signal);
+}
+
+/* A process started by posix_spawn was reaped with wait status st. */
+static void fast_exited(arbor_proc *p, int st) {
+  if (WIFSIGNALED(st))
+    proc_exited(p, 0, WTERMSIG(st));
+  else
+    proc_exited(p, WEXITSTATUS(st), 0);
+}
+
+/* SIGCHLD: reaps the processes started by posix_spawn (libuv reaps its
+   own the same way: waitpid on each pid it knows). */
+static uv_signal_t chld;
+static void on_chld(uv_signal_t *h, int sig) {
+  (void)h;
+  (void)sig;
+  for (arbor_proc *p = procs, *next; p; p = next) {
+    next = p->next;
+    int st;
+    if (p->fast && !p->exited && waitpid(p->pid, &st, WNOHANG) == p->pid)
+      fast_exited(p, st);
+  }
 }
 
 void arbor_proc_stop(arbor_proc *p) {
@@ -482,6 +532,41 @@ static char **child_env(char **base, char *extra) {
   if (extra) env[k++] = extra;
   env[k] = NULL;
   return env;
+}
+
+/* Starts a process that keeps arbor's uid and gid with posix_spawn
+   (spawn.c). Pipes are made here and handed to libuv; the exit is reaped on
+   SIGCHLD (on_chld). Returns 0 or a negative libuv error. */
+static int fast_spawn(arbor_proc *p, const arbor_proc_opts *o, char **env,
+                      uv_loop_t *loop) {
+  int fds[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, child[3];
+  int n = o->ready == PROC_READY_NOTIFY ? 3 : 2, rc = 0;
+  for (int i = 0; i < n && rc == 0; i++)
+    if (pipe2(fds[i], O_CLOEXEC) < 0) rc = -errno;
+  if (!uv_is_active((uv_handle_t *)&chld)) { /* before any child can exit */
+    uv_signal_init(loop, &chld);
+    uv_signal_start(&chld, on_chld, SIGCHLD);
+    uv_unref((uv_handle_t *)&chld);
+  }
+  pid_t pid = 0;
+  for (int i = 0; i < n; i++) child[i] = fds[i][1];
+  if (rc == 0)
+    rc = -arbor_spawn(o->file, o->argv, env, o->cwd, o->stdin_inherit, child,
+                      n, o->umask, &pid);
+  uv_pipe_t *ends[3] = {&p->out, &p->err, &p->note};
+  for (int i = 0; i < n; i++) {
+    if (fds[i][1] >= 0) close(fds[i][1]);
+    if (fds[i][0] < 0) continue;
+    if (rc == 0)
+      uv_pipe_open(ends[i], fds[i][0]);
+    else
+      close(fds[i][0]);
+  }
+  if (rc == 0) {
+    p->pid = pid;
+    p->fast = 1;
+  }
+  return rc;
 }
 
 /* A datagram socket in a fresh private directory, for NOTIFY_SOCKET. */
@@ -520,6 +605,16 @@ static int sd_open(arbor_proc *p, const arbor_proc_opts *o, char *err,
   return 0;
 }
 
+static void spawn_error(const arbor_proc_opts *o, int rc, char *err,
+                        size_t errlen) {
+  if (rc == UV_ENOENT && o->cwd)
+    snprintf(err, errlen, "cannot start %s in %s: %s (%s)", o->file, o->cwd,
+             uv_strerror(rc), uv_err_name(rc));
+  else
+    snprintf(err, errlen, "cannot start %s: %s (%s)", o->file,
+             uv_strerror(rc), uv_err_name(rc));
+}
+
 int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
                      arbor_proc **out, char *err, size_t errlen) {
   arbor_proc *p = calloc(1, sizeof *p);
@@ -533,6 +628,7 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
   p->grace = o->grace;
   p->line_max = o->line_max ? o->line_max : ARBOR_LINE_MAX;
   p->sd_fd = -1;
+  p->slot = -1;
   p->next = procs;
   if (procs) procs->prev = p;
   procs = p;
@@ -574,7 +670,10 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
   }
   char **env = rc == 0 ? child_env(o->env, extra_var) : NULL;
   if (rc == 0 && !env) rc = UV_ENOMEM;
-  if (rc == 0) {
+  if (rc == 0 && !o->set_uid && !o->set_gid) {
+    rc = fast_spawn(p, o, env, loop);
+    if (rc != 0) spawn_error(o, rc, err, errlen);
+  } else if (rc == 0) {
     uv_process_options_t po;
     memset(&po, 0, sizeof po);
     po.exit_cb = on_proc_exit;
@@ -592,13 +691,8 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
     rc = uv_spawn(loop, &p->process, &po);
     if (o->umask >= 0) umask(old);
     p->handles++; /* closed even when the spawn failed */
-    if (rc != 0) {
-      snprintf(err, errlen, "cannot start %s: %s (%s)", o->file,
-               uv_strerror(rc), uv_err_name(rc));
-      if (rc == UV_ENOENT && o->cwd)
-        snprintf(err, errlen, "cannot start %s in %s: %s (%s)", o->file,
-                 o->cwd, uv_strerror(rc), uv_err_name(rc));
-    }
+    if (rc != 0) spawn_error(o, rc, err, errlen);
+    p->pid = p->process.pid;
   }
   free(env);
   if (rc != 0) {
@@ -615,8 +709,7 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
     sd_close(p);
     return rc;
   }
-  p->pid = p->process.pid;
-  guard_tell(p->pid);
+  guard_add(p);
   uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
   uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
   if (p->note.data == p) uv_read_start((uv_stream_t *)&p->note, on_alloc, on_read);
@@ -632,7 +725,7 @@ static void kill_now(arbor_proc *p) {
   if (!p->gone) {
     signal_group(p, SIGKILL);
     if (!p->exited) {
-      close_handle(p, (uv_handle_t *)&p->process);
+      if (!p->fast) close_handle(p, (uv_handle_t *)&p->process);
       int st;
       while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
       }
@@ -640,7 +733,7 @@ static void kill_now(arbor_proc *p) {
       p->term_signal = SIGKILL;
     }
     p->gone = 1;
-    guard_tell(-p->pid);
+    guard_del(p);
   }
   for (int i = 0; i < 3; i++) flush(p, i);
   close_handle(p, (uv_handle_t *)&p->out);
@@ -691,13 +784,19 @@ static void reap(uv_loop_t *loop) {
     if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
         si.si_pid == 0)
       return;
-    int pid = si.si_pid;
+    int pid = si.si_pid, st;
+    arbor_proc *mine = procs;
+    while (mine && !(mine->fast && !mine->exited && mine->pid == pid))
+      mine = mine->next;
+    if (mine) { /* one of ours, started by posix_spawn */
+      if (waitpid(pid, &st, WNOHANG) == pid) fast_exited(mine, st);
+      continue;
+    }
     uv_walk(loop, collect_pid, &pid);
     if (pid == 0) { /* libuv's */
       uv_timer_start(&reap_again, on_reap_again, 1, 0);
       return;
     }
-    int st;
     waitpid(si.si_pid, &st, WNOHANG);
   }
 }

@@ -49,6 +49,7 @@ struct arbor_proc {
   double grace;
   double kill_at;           /* engine time of the SIGKILL, while stopping */
   int sd_fd;
+  int slot;                 /* its slot in the guard's table, or -1 */
   char *sd_path;            /* the socket's path, in its own directory */
   size_t line_max;
   char *buf[3];             /* partial lines of stdout, stderr, notify */
@@ -66,6 +67,7 @@ struct arbor_proc {
   uint8_t killed;           /* SIGKILL sent */
   uint8_t lua_gone;         /* the Lua handle was collected */
   uint8_t waiting;          /* the owner is parked on this process */
+  uint8_t fast;             /* started by posix_spawn, reaped by exec.c */
   uint32_t wait_seq;
 };
 
