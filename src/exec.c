@@ -519,7 +519,12 @@ void arbor_proc_stop(arbor_proc *p) {
 static char **child_env(char **base, char *extra) {
   if (!base) base = environ;
   size_t n = 0;
-  while (base[n]) n++;
+  int clean = !extra;
+  for (; base[n]; n++)
+    if (strncmp(base[n], "NOTIFY_SOCKET=", 14) == 0 ||
+        strncmp(base[n], "ARBOR_NOTIFY_FD=", 16) == 0)
+      clean = 0;
+  if (clean && base == environ) return NULL; /* arbor's own, as it is */
   char **env = malloc((n + 2) * sizeof *env);
   if (!env) return NULL;
   size_t k = 0;
@@ -551,7 +556,8 @@ static int fast_spawn(arbor_proc *p, const arbor_proc_opts *o, char **env,
   pid_t pid = 0;
   for (int i = 0; i < n; i++) child[i] = fds[i][1];
   if (rc == 0)
-    rc = -arbor_spawn(o->file, o->argv, env, o->cwd, o->stdin_inherit, child,
+    rc = -arbor_spawn(o->file, o->argv, env ? env : environ, o->cwd,
+                      o->stdin_inherit, child,
                       n, o->umask, &pid);
   uv_pipe_t *ends[3] = {&p->out, &p->err, &p->note};
   for (int i = 0; i < n; i++) {
@@ -669,7 +675,7 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
     }
   }
   char **env = rc == 0 ? child_env(o->env, extra_var) : NULL;
-  if (rc == 0 && !env) rc = UV_ENOMEM;
+  if (rc == 0 && !env && (o->env || extra_var)) rc = UV_ENOMEM;
   if (rc == 0 && !o->set_uid && !o->set_gid) {
     rc = fast_spawn(p, o, env, loop);
     if (rc != 0) spawn_error(o, rc, err, errlen);
