@@ -150,6 +150,16 @@ describe("ctx:exec", function()
     os.execute("rm -rf " .. dir)
   end)
 
+  it("applies rlimits before the program runs", function()
+    scenario(function(ctx)
+      local p = assert(ctx:exec({"sh", "-c", "ulimit -Sn; ulimit -Hn; ulimit -c"},
+        {rlimits = {nofile = {100, 200}, core = 0}}))
+      assert.equal(0, p:wait())
+      local l = logs(ctx.dn)
+      assert.same({"stdout: 100", "stdout: 200", "stdout: 0"}, {l[1], l[2], l[3]})
+    end)
+  end)
+
   it("keeps a partial last line and splits very long lines", function()
     scenario(function(ctx)
       local p = assert(ctx:exec({"sh", "-c",
@@ -201,6 +211,8 @@ describe("ctx:exec", function()
       {{"true"}, {stop_signal = "SIGFOO"}, "unknown signal SIGFOO"},
       {{"true"}, {ready = "telepathy"}, "unknown readiness mode 'telepathy'"},
       {{"true"}, {cwd = "/nonexistent-dir"}, "ENOENT"},
+      {{"true"}, {rlimits = {files = 3}}, "unknown resource limit 'files'"},
+      {{"true"}, {uid = -1}, "option 'uid' must be a user name or an integer >= 0"},
     }
     scenario(function(ctx, root)
       -- warm up: the first spawn starts the guard (an fd held for good)

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "home.h"
 #include "internal.h"
 #include "l_arbor.h"
+#include "spawn.h"
 
 #define PROC_MT "arbor.Process"
 
@@ -148,6 +150,35 @@ static int l_group(lua_State *L) {
   struct group *gr = getgrnam(luaL_checkstring(L, 1));
   if (!gr) return lua_pushnil(L), 1;
   lua_pushinteger(L, gr->gr_gid);
+  return 1;
+}
+
+static const struct {
+  const char *name;
+  int res;
+} rlimits[] = {
+    {"as", RLIMIT_AS},           {"core", RLIMIT_CORE},
+    {"cpu", RLIMIT_CPU},         {"data", RLIMIT_DATA},
+    {"fsize", RLIMIT_FSIZE},     {"locks", RLIMIT_LOCKS},
+    {"memlock", RLIMIT_MEMLOCK}, {"msgqueue", RLIMIT_MSGQUEUE},
+    {"nice", RLIMIT_NICE},       {"nofile", RLIMIT_NOFILE},
+    {"nproc", RLIMIT_NPROC},     {"rss", RLIMIT_RSS},
+    {"rtprio", RLIMIT_RTPRIO},   {"rttime", RLIMIT_RTTIME},
+    {"sigpending", RLIMIT_SIGPENDING}, {"stack", RLIMIT_STACK},
+};
+
+/* core.rlimit(name) -> RLIMIT_* number | nil */
+static int l_rlimit(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  for (size_t i = 0; i < sizeof rlimits / sizeof *rlimits; i++)
+    if (strcmp(rlimits[i].name, name) == 0)
+      return lua_pushinteger(L, rlimits[i].res), 1;
+  return lua_pushnil(L), 1;
+}
+
+/* core.shim_path() -> the arbor executable that applies rlimits */
+static int l_shim_path(lua_State *L) {
+  lua_pushstring(L, arbor_shim_path());
   return 1;
 }
 
@@ -420,7 +451,8 @@ static const luaL_Reg proc_methods[] = {
 static const luaL_Reg funcs[] = {
     {"spawn", l_spawn},   {"access", l_access}, {"user", l_user},
     {"group", l_group},   {"signum", l_signum}, {"init_mode", l_init_mode},
-    {"environ", l_environ},
+    {"environ", l_environ},   {"rlimit", l_rlimit},
+    {"shim_path", l_shim_path},
     {NULL, NULL},
 };
 

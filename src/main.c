@@ -15,6 +15,7 @@
 #include "exec.h"
 #include "home.h"
 #include "l_arbor.h"
+#include "spawn.h"
 
 static const char usage[] =
     "usage: arbor run [--quiet] [--init] SCRIPT [ARGS...]\n"
@@ -129,6 +130,8 @@ int main(int argc, char **argv) {
     fputs(usage, stderr);
     return 2;
   }
+  if (strcmp(argv[1], "--exec-shim") == 0) /* internal: ctx:exec rlimits */
+    return arbor_exec_shim(argc, argv);
   if (strcmp(argv[1], "--version") == 0) {
     printf("arbor %s (%s, libuv %s)\n", ARBOR_VERSION, LUA_RELEASE,
            uv_version_string());

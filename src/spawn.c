@@ -5,10 +5,19 @@
 #define _GNU_SOURCE
 #include "spawn.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int arbor_spawn(const char *file, char *const argv[], char *const env[],
                 const char *cwd, int stdin_inherit, const int *child_fds,
@@ -44,4 +53,57 @@ int arbor_spawn(const char *file, char *const argv[], char *const env[],
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&at);
   return rc;
+}
+
+const char *arbor_shim_path(void) {
+  static char path[PATH_MAX];
+  const char *env = getenv("ARBOR_EXEC_SHIM");
+  if (env && *env) return env;
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n > 0) {
+    path[n] = '\0';
+    const char *base = strrchr(path, '/');
+    if (base && strcmp(base + 1, "arbor") == 0) return path;
+  }
+#if defined(ARBOR_SHIM_BUILD) && defined(ARBOR_SHIM_INSTALL)
+  Dl_info info;
+  char mod[PATH_MAX], dir[PATH_MAX];
+  if (dladdr((void *)arbor_shim_path, &info) && info.dli_fname &&
+      realpath(info.dli_fname, mod) && realpath(ARBOR_BUILD_DIR, dir) &&
+      strncmp(mod, dir, strlen(dir)) == 0)
+    return ARBOR_SHIM_BUILD;
+  return ARBOR_SHIM_INSTALL;
+#else
+  return "arbor";
+#endif
+}
+
+int arbor_exec_shim(int argc, char **argv) {
+  if (argc < 5) {
+    fputs("arbor --exec-shim LIMITS FILE ARGV0 [ARGS...]\n", stderr);
+    return 127;
+  }
+  /* like every process arbor starts, it dies with arbor (the guard also
+     covers its group) */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  char *spec = argv[2], *save = NULL;
+  for (char *item = strtok_r(spec, ",", &save); item;
+       item = strtok_r(NULL, ",", &save)) {
+    int res;
+    long long soft, hard;
+    if (sscanf(item, "%d=%lld:%lld", &res, &soft, &hard) != 3) {
+      fprintf(stderr, "arbor: --exec-shim: bad limit '%s'\n", item);
+      return 127;
+    }
+    struct rlimit rl = {soft < 0 ? RLIM_INFINITY : (rlim_t)soft,
+                        hard < 0 ? RLIM_INFINITY : (rlim_t)hard};
+    if (setrlimit(res, &rl) < 0) {
+      fprintf(stderr, "arbor: cannot set resource limit %d to %lld:%lld: %s\n",
+              res, soft, hard, strerror(errno));
+      return 127;
+    }
+  }
+  execv(argv[3], argv + 4);
+  fprintf(stderr, "arbor: cannot run %s: %s\n", argv[3], strerror(errno));
+  return 127;
 }

@@ -16,4 +16,13 @@ int arbor_spawn(const char *file, char *const argv[], char *const env[],
                 const char *cwd, int stdin_inherit, const int *child_fds,
                 int nfds, int umask_value, pid_t *pid);
 
+/* The arbor executable that applies rlimits before exec (arbor_exec_shim):
+   this one when the caller is arbor, else the one next to the module. */
+const char *arbor_shim_path(void);
+
+/* `arbor --exec-shim LIMITS FILE ARGV0 ARGS...`: sets the resource limits
+   LIMITS ("resource=soft:hard,...", RLIMIT_* numbers, -1 for infinity),
+   then execs FILE. Returns (127) only when that fails. */
+int arbor_exec_shim(int argc, char **argv);
+
 #endif

@@ -17,7 +17,7 @@ local ready_modes = {spawn = 0, notify = 1, systemd = 2}
 
 local exec_options = {cwd = true, env = true, env_replace = true, uid = true,
   gid = true, umask = true, stdin = true, stop_signal = true, grace = true,
-  ready = true, line_max = true}
+  ready = true, line_max = true, rlimits = true}
 
 -- A signal number from a name ("TERM", "SIGTERM") or a number.
 local function signum(ctx, what, v)
@@ -113,6 +113,41 @@ local function ids(ctx, opts)
   return uid, gid
 end
 
+-- rlimits = {nofile = 1024, core = 0, nproc = {soft, hard}, as = "unlimited"}
+-- as "resource=soft:hard,..." for `arbor --exec-shim` (-1: unlimited).
+local function limits(ctx, rl)
+  if type(rl) ~= "table" then
+    misuse(ctx, "ctx:exec", "option 'rlimits' must be a table, got %s", type(rl))
+  end
+  local function value(name, v)
+    if v == "unlimited" or v == math.huge then return -1 end
+    if math.type(v) ~= "integer" or v < 0 then
+      misuse(ctx, "ctx:exec", "rlimits.%s: want an integer >= 0 or \"unlimited\", got %s",
+        name, tostring(v))
+    end
+    return v
+  end
+  local items = {}
+  for name, v in pairs(rl) do
+    local res = type(name) == "string" and core.rlimit(name)
+    if not res then
+      misuse(ctx, "ctx:exec", "unknown resource limit '%s' (as, core, cpu, data, fsize, "
+        .. "locks, memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime, "
+        .. "sigpending, stack)", tostring(name))
+    end
+    local soft, hard
+    if type(v) == "table" then
+      soft, hard = value(name, v[1]), value(name, v[2])
+    else
+      soft = value(name, v)
+      hard = soft
+    end
+    items[#items + 1] = string.format("%d=%d:%d", res, soft, hard)
+  end
+  table.sort(items)
+  return #items > 0 and table.concat(items, ",") or nil
+end
+
 --- ctx:exec(argv, opts) -> proc | nil, message. Starts argv[1] (searched in
 -- PATH unless it has a slash) with argv as its arguments, in its own process
 -- group. Misuse (bad argv or options) raises; a program that cannot be
@@ -168,8 +203,15 @@ function M.exec(ctx, argv, opts)
   local stop_signal = signum(ctx, "ctx:exec: option 'stop_signal'", opts.stop_signal or "TERM")
   local uid, gid = ids(ctx, opts)
   local env, env_path = environment(ctx, opts)
+  local rl = opts.rlimits ~= nil and limits(ctx, opts.rlimits) or nil
   local file, err = resolve(argv[1], opts.cwd, env_path or os.getenv("PATH"))
   if not file then return nil, err end
+  if rl then -- applied by arbor itself between fork and exec: one more exec
+    local shim = core.shim_path()
+    local shim_argv = {shim, "--exec-shim", rl, file}
+    for i = 1, #argv do shim_argv[#shim_argv + 1] = argv[i] end
+    file, argv = shim, shim_argv
+  end
   local proc, serr = core.spawn(ctx, {file = file, argv = argv, env = env,
     cwd = opts.cwd, uid = uid, gid = gid, umask = umask,
     stdin_inherit = stdin == "inherit", ready = ready,
