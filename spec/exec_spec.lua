@@ -150,6 +150,32 @@ describe("ctx:exec", function()
     os.execute("rm -rf " .. dir)
   end)
 
+  it("runs as another user (uid/gid by name or number)", function()
+    if read("/proc/self/status"):match("\nUid:%s+(%d+)") ~= "0" then
+      pending("needs root")
+      return
+    end
+    scenario(function(ctx)
+      local p = assert(ctx:exec({"sh", "-c", "id -u; id -g; echo $ARBOR_NOTIFY_FD >&3"},
+        {uid = "nobody", gid = 65534, ready = "notify"}))
+      assert.equal(0, p:wait())
+      local l = logs(ctx.dn)
+      assert.same({"stdout: 65534", "stdout: 65534"}, {l[1], l[2]})
+    end)
+  end)
+
+  it("stops with stop_signal", function()
+    scenario(function(ctx, root)
+      root:run("svc", arbor.exec({"sh", "-c",
+        "trap 'echo got INT; exit 0' INT; echo up; while :; do sleep 0.05; done"},
+        {stop_signal = "SIGINT", ready = {stdout = "^up$"}}))
+      assert.is_true(within(ctx, function() return state("root.svc") == "HEALTHY" end))
+      arbor.node("root.svc"):stop()
+      assert.is_true(within(ctx, function() return state("root.svc") == "CANCELED" end))
+      assert.is_true(has(logs("root.svc"), "got INT"))
+    end)
+  end)
+
   it("applies rlimits before the program runs", function()
     scenario(function(ctx)
       local p = assert(ctx:exec({"sh", "-c", "ulimit -Sn; ulimit -Hn; ulimit -c"},
