@@ -236,7 +236,8 @@ describe("ctx:exec", function()
       {{"true"}, {gid = "no-such-group-x5"}, "unknown group 'no-such-group-x5'"},
       {{"true"}, {stop_signal = "SIGFOO"}, "unknown signal SIGFOO"},
       {{"true"}, {ready = "telepathy"}, "unknown readiness mode 'telepathy'"},
-      {{"true"}, {cwd = "/nonexistent-dir"}, "ENOENT"},
+      {{"true"}, {cwd = "/nonexistent-dir"}, "cwd /nonexistent-dir: No such file or directory (ENOENT)"},
+      {{"true"}, {cwd = "/etc/passwd"}, "cwd /etc/passwd: not a directory (ENOTDIR)"},
       {{"true"}, {rlimits = {files = 3}}, "unknown resource limit 'files'"},
       {{"true"}, {uid = -1}, "option 'uid' must be a user name or an integer >= 0"},
     }

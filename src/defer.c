@@ -23,7 +23,8 @@ static void push_defers(lua_State *L) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &defers_key);
 }
 
-void arbor_defer_push(lua_State *L, pnode *pn, int idx) {
+/* Records v (at idx) to run when pn's incarnation ends. */
+static void defer_push(lua_State *L, pnode *pn, int idx) {
   idx = lua_absindex(L, idx);
   push_defers(L);
   if (lua_rawgetp(L, -1, pn) != LUA_TTABLE) {
@@ -87,7 +88,7 @@ static int ctx_defer(lua_State *L) {
                       arbor_dn(pn, buf, sizeof buf), luaL_typename(L, 2));
   }
   lua_settop(L, 2);
-  arbor_defer_push(L, pn, 2);
+  defer_push(L, pn, 2);
   return 1;
 }
 

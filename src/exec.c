@@ -380,6 +380,7 @@ static void on_sd(uv_poll_t *h, int status, int events) {
         p->ready++;
         wake(p);
       } else if (strncmp(l, "STATUS=", 7) == 0 && p->e && !p->e->zombie) {
+        arbor__step_begin(p->e);
         arbor_str *line = arbor_str_fmt("status: %s", l + 7);
         if (line) arbor_engine_log(p->e, p->pn, line);
         arbor_str_unref(line);

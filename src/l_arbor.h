@@ -23,8 +23,6 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
 void arbor_open_ctx(lua_State *L);
 void arbor_open_defer(lua_State *L);
 void arbor_open_exec(lua_State *L);
-/* Records v (at idx) to run when pn's incarnation ends (ctx:defer). */
-void arbor_defer_push(lua_State *L, pnode *pn, int idx);
 void arbor_open_engine(lua_State *L);
 
 int luaopen_arbor_core(lua_State *L);

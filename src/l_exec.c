@@ -110,9 +110,11 @@ static int l_spawn(lua_State *L) {
   return 1;
 }
 
-/* core.access(path) -> true | nil, message: path is a file we may run. */
+/* core.access(path [, "dir"]) -> true | nil, message: path is a file we
+   may run (or a directory we may enter). */
 static int l_access(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
+  int dir = lua_isstring(L, 2) && strcmp(lua_tostring(L, 2), "dir") == 0;
   struct stat st;
   if (stat(path, &st) < 0) {
     int err = errno;
@@ -121,7 +123,12 @@ static int l_access(lua_State *L) {
                     err == ENOENT ? "ENOENT" : err == EACCES ? "EACCES" : "stat");
     return 2;
   }
-  if (S_ISDIR(st.st_mode)) {
+  if (dir && !S_ISDIR(st.st_mode)) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: not a directory (ENOTDIR)", path);
+    return 2;
+  }
+  if (!dir && S_ISDIR(st.st_mode)) {
     lua_pushnil(L);
     lua_pushfstring(L, "%s: is a directory (EISDIR)", path);
     return 2;

@@ -204,6 +204,10 @@ function M.exec(ctx, argv, opts)
   local uid, gid = ids(ctx, opts)
   local env, env_path = environment(ctx, opts)
   local rl = opts.rlimits ~= nil and limits(ctx, opts.rlimits) or nil
+  if opts.cwd then
+    local ok, err = core.access(opts.cwd, "dir")
+    if not ok then return nil, "cwd " .. err end
+  end
   local file, err = resolve(argv[1], opts.cwd, env_path or os.getenv("PATH"))
   if not file then return nil, err end
   if rl then -- applied by arbor itself between fork and exec: one more exec
