@@ -19,31 +19,46 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Signals a child must get back to their defaults: those ignored in arbor
+   (a shell starts background jobs with SIGINT and SIGQUIT ignored, nohup
+   ignores SIGHUP), since exec keeps ignored signals ignored; handled ones
+   exec resets itself. Read once: arbor itself only installs handlers. */
+static sigset_t ignored;
+static int ignored_read, devnull = -1;
+
+static void read_ignored(void) {
+  static const int sigs[] = {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP,
+                             SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM, SIGTSTP,
+                             SIGTTIN, SIGTTOU, SIGXFSZ};
+  sigemptyset(&ignored);
+  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+    struct sigaction sa;
+    if (sigaction(sigs[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
+      sigaddset(&ignored, sigs[i]);
+  }
+  devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ignored_read = 1;
+}
+
 int arbor_spawn(const char *file, char *const argv[], char *const env[],
                 const char *cwd, int stdin_inherit, const int *child_fds,
                 int nfds, int umask_value, pid_t *pid) {
+  if (!ignored_read) read_ignored();
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
   posix_spawnattr_init(&at);
-  if (!stdin_inherit)
+  if (!stdin_inherit && devnull >= 0)
+    posix_spawn_file_actions_adddup2(&fa, devnull, 0);
+  else if (!stdin_inherit)
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   for (int i = 0; i < nfds; i++)
     posix_spawn_file_actions_adddup2(&fa, child_fds[i], i + 1);
   if (cwd) posix_spawn_file_actions_addchdir_np(&fa, cwd);
-  /* handled signals are reset by exec itself; ignored ones would stay
-     ignored: back to their defaults (one sigaction each in the child, so
-     only those a supervisor or a shell may have ignored) */
-  static const int reset[] = {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP,
-                              SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM, SIGTSTP,
-                              SIGTTIN, SIGTTOU, SIGXFSZ};
-  sigset_t none, some;
+  sigset_t none;
   sigemptyset(&none);
-  sigemptyset(&some);
-  for (size_t i = 0; i < sizeof reset / sizeof *reset; i++)
-    sigaddset(&some, reset[i]);
   posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &some);
+  posix_spawnattr_setsigdefault(&at, &ignored);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
                                     POSIX_SPAWN_SETSIGDEF);
   mode_t old = 0;
