@@ -134,7 +134,7 @@ static void guard_main(int fd) {
   }
   for (unsigned i = 0; i < GUARD_SLOTS; i++)
     if (guard_table[i] > 0) kill(-guard_table[i], SIGKILL);
-  _exit(0);
+  _exit(0); /* no exit handlers: they are arbor's */
 }
 
 static void guard_start(void) {

@@ -47,6 +47,7 @@ describe("arbor processes, end to end", function()
     local marker = tostring(os.time() % 100000) .. tostring(math.random(100000, 999999))
     local pid = tonumber(sh(bin .. " run --quiet " .. fixtures .. "exec_orphans.lua "
       .. marker .. " >/dev/null 2>&1 & echo $!"))
+    finally(function() os.execute("kill -9 " .. pid .. " 2>/dev/null") end)
     local function marked()
       local found = {}
       for _, p in ipairs(processes()) do
@@ -71,14 +72,14 @@ describe("arbor processes, end to end", function()
   it("--init as PID 1 reaps an orphaned zombie and stops on SIGTERM", function()
     local dir = sh("mktemp -d"):gsub("%s+$", "")
     local result = dir .. "/result"
-    local upid = tonumber(sh(string.format(
+    local arbor_pid
+    finally(function() -- a failed test leaves nothing running
+      if arbor_pid then os.execute("kill -9 " .. arbor_pid .. " 2>/dev/null") end
+      os.execute("rm -rf " .. dir)
+    end)
+    sh(string.format(
       "(unshare --pid --fork --mount-proc %s run --quiet --init %sinit.lua %s; echo $? > %s.exit) >/dev/null 2>&1 & echo $!",
-      bin, fixtures, result, result)))
-    assert.is_true(eventually(function() return (read(result) or ""):find("zombies=") end))
-    local r = read(result)
-    assert.matches("pid=1 ", r, 1, true)
-    assert.matches("zombies=0", r, 1, true)
-    -- arbor's pid outside the namespace: the child of unshare
+      bin, fixtures, result, result))
     local unshare
     assert.is_true(eventually(function()
       for _, p in ipairs(processes()) do
@@ -88,13 +89,19 @@ describe("arbor processes, end to end", function()
         end
       end
     end))
-    local children = read("/proc/" .. unshare .. "/task/" .. unshare .. "/children") or ""
-    local arbor_pid = tonumber(children:match("%d+"))
-    assert.is_not_nil(arbor_pid)
+    -- arbor's pid outside the namespace: the child of unshare
+    assert.is_true(eventually(function()
+      local children = read("/proc/" .. unshare .. "/task/" .. unshare .. "/children") or ""
+      arbor_pid = tonumber(children:match("%d+"))
+      return arbor_pid ~= nil
+    end))
+    assert.is_true(eventually(function() return (read(result) or ""):find("zombies=") end))
+    local r = read(result)
+    assert.matches("pid=1 ", r, 1, true)
+    assert.matches("zombies=0", r, 1, true)
     os.execute("kill -TERM " .. arbor_pid)
     assert.is_true(eventually(function() return read(result .. ".exit") end))
     assert.equal("0", read(result .. ".exit"):gsub("%s+", ""))
-    os.execute("rm -rf " .. dir)
-    local _ = upid
+    arbor_pid = nil
   end)
 end)
