@@ -346,6 +346,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 static void check(arbor_proc *p);
+static void fast_exited(arbor_proc *p, int st);
 
 static int stream_index(arbor_proc *p, uv_stream_t *s) {
   if (s == (uv_stream_t *)&p->out) return 0;
@@ -361,7 +362,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   } else if (nread < 0) { /* EOF or error: the stream is done */
     flush(p, idx);
     close_handle(p, (uv_handle_t *)s);
-    check(p);
+    /* output closed, most often because the process exited: reaping it
+       now spares waiting for SIGCHLD (one loop turn less per restart) */
+    int st;
+    if (p->fast && !p->exited && uv_is_closing((uv_handle_t *)&p->out) &&
+        uv_is_closing((uv_handle_t *)&p->err) &&
+        waitpid(p->pid, &st, WNOHANG) == p->pid)
+      fast_exited(p, st);
+    else
+      check(p);
   }
 }
 
