@@ -93,8 +93,39 @@ local out = sh("build/arbor run --quiet spec/bench/exec.lua --rss-child")
 local rss = tonumber(out:match("rss (%d+)"))
 report("RSS of arbor supervising 10 sleep processes", rss / 1048576, "MiB",
   "<= 4 MiB", rss <= 4 * 1048576)
+-- supervisord supervising the same 10 sleeps, its RSS read the same way
+-- (resident pages of the supervisor process alone), when it is installed.
+local function supervisord_rss()
+  local dir = sh("mktemp -d"):gsub("%s+$", "")
+  local f = assert(io.open(dir .. "/supervisord.conf", "w"))
+  f:write("[supervisord]\nnodaemon=true\nlogfile=", dir, "/log\npidfile=", dir,
+    "/pid\n")
+  for i = 1, 10 do f:write("[program:sleep", i, "]\ncommand=sleep 1000\n") end
+  f:close()
+  local pid = tonumber(sh("supervisord -c " .. dir ..
+    "/supervisord.conf >/dev/null 2>&1 & echo $!"))
+  local function read(path)
+    local h = io.open(path)
+    if not h then return "" end
+    local text = h:read("a")
+    h:close()
+    return text
+  end
+  for _ = 1, 3000 do -- until its 10 children run (a failure guard: 30 s)
+    local children = read("/proc/" .. pid .. "/task/" .. pid .. "/children")
+    if select(2, children:gsub("%d+", "")) >= 10 then break end
+    os.execute("sleep 0.01")
+  end
+  os.execute("sleep 0.2")
+  local kb = tonumber(read("/proc/" .. pid .. "/status"):match("VmRSS:%s+(%d+)"))
+  os.execute("kill -TERM " .. pid .. "; sleep 1; rm -rf " .. dir)
+  return kb and kb * 1024
+end
+
 if sh("command -v supervisord || true") ~= "" then
-  print("supervisord is installed: measure it the same way (not automated)")
+  local srss = supervisord_rss()
+  report("RSS of supervisord supervising 10 sleep processes",
+    (srss or 0) / 1048576, "MiB", "comparison", nil)
 else
   print("supervisord: not installed, no comparison")
 end
