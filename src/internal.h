@@ -51,6 +51,9 @@ int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
 
+/* defer.c: runs what ctx:defer recorded for pn's incarnation. */
+void arbor__run_defers(arbor_engine *e, pnode *pn);
+
 /* failure.c */
 arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
 arbor_str *arbor__traceback(lua_State *co, pnode *pn);

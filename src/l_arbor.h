@@ -21,6 +21,8 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
 
 void arbor_open_ctx(lua_State *L);
+void arbor_open_defer(lua_State *L);
+void arbor_open_exec(lua_State *L);
 void arbor_open_engine(lua_State *L);
 void arbor_open_control(lua_State *L);
 

@@ -1,6 +1,7 @@
 /* l_core.c: luaopen_arbor_core, the C module behind require "arbor". */
 #include <lauxlib.h>
 
+#include "home.h"
 #include "l_arbor.h"
 
 #ifndef ARBOR_VERSION
@@ -49,8 +50,11 @@ int luaopen_arbor_core(lua_State *L) {
   arbor_open_ctx(L);
   arbor_open_engine(L);
   arbor_open_control(L);
+  arbor_open_exec(L);
+  arbor_preload_luv(L);
   luaL_getmetatable(L, ARBOR_CTX_MT);
   lua_getfield(L, -1, "methods");
+  arbor_open_defer(L);
   lua_setfield(L, -3, "ctx_methods");
   lua_pop(L, 1);
   arbor_push_canceled(L);

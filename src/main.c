@@ -14,12 +14,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "exec.h"
+#include "home.h"
 #include "l_arbor.h"
+#include "spawn.h"
 
 int luaopen_arbor_readline(lua_State *L);
 
 static const char usage[] =
-    "usage: arbor run [--quiet] [--control PATH | --no-control] SCRIPT [ARGS...]\n"
+    "usage: arbor run [--quiet] [--init] [--control PATH | --no-control] SCRIPT [ARGS...]\n"
     "       arbor repl [--echo] [SOCKET]\n"
     "       arbor ctl [SOCKET] COMMAND [ARGS...] [--json]\n"
     "       arbor --version | --help\n"
@@ -34,6 +37,9 @@ static const char usage[] =
     "  --control PATH serve the control socket at PATH (default: $ARBOR_CONTROL\n"
     "                 if set)\n"
     "  --no-control   serve no control socket (also ARBOR_CONTROL=none)\n"
+    "  --init         reap orphaned processes (as a subreaper; automatic as\n"
+    "                 PID 1) and forward SIGHUP, SIGUSR1, SIGUSR2 to the\n"
+    "                 process groups\n"
     "\n"
     "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
     "error, 130 interrupted.\n";
@@ -177,6 +183,8 @@ int main(int argc, char **argv) {
     fputs(usage, stderr);
     return 2;
   }
+  if (strcmp(argv[1], "--exec-shim") == 0) /* internal: ctx:exec rlimits */
+    return arbor_exec_shim(argc, argv);
   if (strcmp(argv[1], "--version") == 0) {
     printf("arbor %s (%s, libuv %s)\n", ARBOR_VERSION, LUA_RELEASE,
            uv_version_string());
@@ -202,7 +210,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "arbor: unknown command '%s'\n%s", argv[1], usage);
     return 2;
   }
-  int i = 2, quiet = 0;
+  int i = 2, quiet = 0, init = getpid() == 1;
   const char *control = NULL;
   for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
     if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
@@ -215,6 +223,8 @@ int main(int argc, char **argv) {
         return 2;
       }
       control = argv[++i];
+    } else if (strcmp(argv[i], "--init") == 0) {
+      init = 1;
     } else if (strcmp(argv[i], "--") == 0) {
       i++;
       break;
@@ -234,6 +244,8 @@ int main(int argc, char **argv) {
   }
   luaL_openlibs(L);
   set_paths(L);
+  if (init && arbor_exec_init_mode(arbor_home_loop(L)) < 0)
+    fputs("arbor: --init: cannot become a subreaper\n", stderr);
   int status =
       run_script(L, argv[i], quiet, control, argc - i - 1, argv + i + 1);
   lua_close(L);

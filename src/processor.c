@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec.h"
 #include "gc.h"
+#include "home.h"
 #include "watchdog.h"
 
 /* The engine running the calling code, if any (set while draining). */
@@ -210,6 +212,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
                       arbor_str *reason, arbor_str *trace) {
   dequeue(pn);
   arbor__close_coroutine(e, pn);
+  if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->stop) arbor_sched_disarm(&e->sched, &pn->stop->deadline);
   pn->wait = WAIT_NONE;
@@ -674,8 +677,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->runaway = 10.0;
   e->t0 = uv_hrtime();
   if (!virtual_clock) {
-    e->loop = malloc(sizeof *e->loop);
-    if (!e->loop || uv_loop_init(e->loop) != 0) abort();
+    e->loop = arbor_home_loop(L); /* shared with luv and other engines */
     uv_timer_init(e->loop, &e->timer);
     uv_check_init(e->loop, &e->check);
     uv_idle_init(e->loop, &e->idle);
@@ -689,7 +691,8 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   return e;
 }
 
-static void on_close(uv_handle_t *h) { (void)h; }
+/* The engine's handles count down in `pending` as they close. */
+static void on_close(uv_handle_t *h) { (*(int *)h->data)--; }
 
 void arbor_engine_free(arbor_engine *e) {
   lua_State *L = e->L;
@@ -715,15 +718,17 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_str_unref(e->r_escalate);
   arbor_str_unref(e->r_forced);
   if (e->loop) {
-    uv_close((uv_handle_t *)&e->timer, on_close);
-    uv_close((uv_handle_t *)&e->check, on_close);
-    uv_close((uv_handle_t *)&e->idle, on_close);
-    uv_close((uv_handle_t *)&e->sigint, on_close);
-    uv_close((uv_handle_t *)&e->sigterm, on_close);
-    uv_run(e->loop, UV_RUN_DEFAULT);
-    int rc = uv_loop_close(e->loop);
-    (void)rc;
-    free(e->loop);
+    /* the loop is the state's (home.c): close only the engine's handles */
+    arbor_exec_engine_free(e);
+    int pending = 5;
+    uv_handle_t *hs[] = {(uv_handle_t *)&e->timer, (uv_handle_t *)&e->check,
+                         (uv_handle_t *)&e->idle, (uv_handle_t *)&e->sigint,
+                         (uv_handle_t *)&e->sigterm};
+    for (int i = 0; i < 5; i++) {
+      hs[i]->data = &pending;
+      uv_close(hs[i], on_close);
+    }
+    while (pending > 0) uv_run(e->loop, UV_RUN_NOWAIT);
   }
   for (size_t i = 0; i < e->npool; i++)
     luaL_unref(L, LUA_REGISTRYINDEX, e->pool[i].ref);

@@ -36,6 +36,7 @@ enum {
   PN_QUEUED = 1u << 3,   /* to be resumed: wanted in the ready queue */
   PN_INLIST = 1u << 4,   /* linked in the ready queue (maybe no longer
                             wanted: removal is lazy, O(1)) */
+  PN_DEFER = 1u << 5,    /* ctx:defer was called (defer.c) */
 };
 
 #define ARBOR_LOG_LINES 64

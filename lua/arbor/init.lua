@@ -8,6 +8,8 @@ local channel = require "arbor.channel"
 
 local M = {}
 
+M.exec = require("arbor.exec").runnable
+M.probe = require "arbor.probe"
 M.version = core.version
 M.policy = policy
 M.channel = channel
@@ -44,6 +46,29 @@ function methods.shield(ctx, fn, ...)
   ctx:_shield_enter()
   local guard <close> = setmetatable({ctx = ctx}, Shield)
   return fn(...)
+end
+
+--- ctx:await(start): calls start(cb) and blocks until cb(...) is called;
+-- returns cb's arguments. Turns any callback API (luv) into a blocking call.
+-- Canceled meanwhile, it raises the cancellation error and a later cb is
+-- ignored. A cb called before start returns is fine.
+function methods.await(ctx, start)
+  if type(start) ~= "function" then
+    error(ctx.dn .. ": ctx:await(start): want a function, got " .. type(start), 2)
+  end
+  local seq = ctx:_park_seq()
+  local state, early = "starting", nil
+  start(function(...)
+    if state == "starting" then
+      early, state = table.pack(...), "done"
+    elseif state == "parked" then
+      state = "done"
+      ctx:_unpark(seq, ...)
+    end
+  end)
+  if early then return table.unpack(early, 1, early.n) end
+  state = "parked"
+  return ctx:_park()
 end
 
 -- ---- node views (T13a, T13) ---------------------------------------------

@@ -1,0 +1,76 @@
+-- The process examples of docs/examples/ run under the real binary: each
+-- comes up (a line in its output), then stops cleanly on SIGTERM.
+local bin = os.getenv("ARBOR_BIN") or "build/arbor"
+
+local function read(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function sh(cmd)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+local function eventually(pred)
+  for _ = 1, 2000 do -- a failure guard: 20 s
+    if pred() then return true end
+    os.execute("sleep 0.01")
+  end
+  return false
+end
+
+-- Runs `arbor run ARGS`, waits for pattern in its output, sends SIGTERM
+-- and returns the exit status and the output.
+local function run_until(args, pattern)
+  local dir = sh("mktemp -d"):gsub("%s+$", "")
+  local out = dir .. "/out"
+  local pid = tonumber(sh(string.format(
+    "(TMPDIR=%s %s run %s > %s 2>&1; echo $? > %s.exit) >/dev/null 2>&1 & echo $!",
+    dir, bin, args, out, out)))
+  local up = eventually(function() return (read(out) or ""):find(pattern) end)
+  -- the subshell's child is arbor
+  local children = read("/proc/" .. pid .. "/task/" .. pid .. "/children") or ""
+  os.execute("kill -TERM " .. (children:match("%d+") or pid))
+  eventually(function() return read(out .. ".exit") end)
+  local status, text = read(out .. ".exit"), read(out)
+  os.execute("rm -rf " .. dir)
+  assert(up, "never saw " .. pattern .. " in:\n" .. text)
+  return tonumber(status), text
+end
+
+describe("process examples", function()
+  it("pool.lua: workers run, the pool stops cleanly", function()
+    local status = run_until("docs/examples/pool.lua 3",
+      "root%.pool%.w3 +| stdout: worker 3: job 1")
+    assert.equal(0, status)
+  end)
+
+  it("backup.lua: the oneshot job ends DONE", function()
+    local status = run_until("docs/examples/backup.lua spec/e2e/fixtures",
+      "root%.scheduler%.backup +HEALTHY %-> DONE")
+    assert.equal(0, status)
+  end)
+
+  it("entrypoint.lua: the app becomes HEALTHY under --init", function()
+    local status = run_until("--init docs/examples/entrypoint.lua",
+      "root%.app +NEW %-> HEALTHY")
+    assert.equal(0, status)
+  end)
+
+  it("web.lua: the server becomes HEALTHY by its TCP probe", function()
+    if not os.execute("command -v python3 >/dev/null 2>&1 || command -v busybox >/dev/null 2>&1") then
+      pending("needs python3 or busybox")
+      return
+    end
+    local port = 20000 + (tonumber(sh("echo $$")) % 20000)
+    local status = run_until("docs/examples/web.lua " .. port,
+      "root%.web +NEW %-> HEALTHY")
+    assert.equal(0, status)
+  end)
+end)

@@ -1,0 +1,107 @@
+-- End-to-end: processes under the real arbor binary: kill -9 of arbor
+-- leaves nothing behind; --init as PID 1 reaps orphans and stops on SIGTERM.
+local bin = os.getenv("ARBOR_BIN") or "build/arbor"
+local fixtures = "spec/e2e/fixtures/"
+
+local function read(path)
+  local f = io.open(path)
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function sh(cmd)
+  local p = io.popen(cmd)
+  local out = p:read("a")
+  p:close()
+  return out
+end
+
+-- Live (non-zombie) processes: {pid, pgid, cmdline}.
+local function processes()
+  local out = {}
+  for name in sh("ls /proc"):gmatch("%d+") do
+    local stat = read("/proc/" .. name .. "/stat")
+    local state, pgid
+    if stat then state, pgid = stat:match("%) (%a) %d+ (%d+)") end
+    if state and state ~= "Z" then
+      local cmd = (read("/proc/" .. name .. "/cmdline") or ""):gsub("%z", " ")
+      out[#out + 1] = {pid = tonumber(name), pgid = tonumber(pgid), cmd = cmd}
+    end
+  end
+  return out
+end
+
+-- Polls (bounded: a failure guard) until pred() holds.
+local function eventually(pred, tries)
+  for _ = 1, tries or 2000 do
+    if pred() then return true end
+    os.execute("sleep 0.01")
+  end
+  return false
+end
+
+describe("arbor processes, end to end", function()
+  it("kill -9 of arbor takes its process groups down", function()
+    local marker = tostring(os.time() % 100000) .. tostring(math.random(100000, 999999))
+    local pid = tonumber(sh(bin .. " run --quiet " .. fixtures .. "exec_orphans.lua "
+      .. marker .. " >/dev/null 2>&1 & echo $!"))
+    finally(function() os.execute("kill -9 " .. pid .. " 2>/dev/null") end)
+    local function marked()
+      local found = {}
+      for _, p in ipairs(processes()) do
+        if p.cmd:find(marker, 1, true) and p.pid ~= pid then found[#found + 1] = p end
+      end
+      return found
+    end
+    assert.is_true(eventually(function() return #marked() >= 3 end))
+    local groups = {}
+    for _, p in ipairs(marked()) do groups[p.pgid] = true end
+    assert.is_nil(groups[pid]) -- its own group, not arbor's
+    os.execute("kill -9 " .. pid)
+    assert.is_true(eventually(function() return #marked() == 0 end))
+    assert.is_true(eventually(function()
+      for _, p in ipairs(processes()) do
+        if groups[p.pgid] then return false end
+      end
+      return true
+    end))
+  end)
+
+  it("--init as PID 1 reaps an orphaned zombie and stops on SIGTERM", function()
+    local dir = sh("mktemp -d"):gsub("%s+$", "")
+    local result = dir .. "/result"
+    local arbor_pid
+    finally(function() -- a failed test leaves nothing running
+      if arbor_pid then os.execute("kill -9 " .. arbor_pid .. " 2>/dev/null") end
+      os.execute("rm -rf " .. dir)
+    end)
+    sh(string.format(
+      "(unshare --pid --fork --mount-proc %s run --quiet --init %sinit.lua %s; echo $? > %s.exit) >/dev/null 2>&1 & echo $!",
+      bin, fixtures, result, result))
+    local unshare
+    assert.is_true(eventually(function()
+      for _, p in ipairs(processes()) do
+        if p.cmd:find("^unshare %-%-pid") and p.cmd:find(result, 1, true) then
+          unshare = p.pid
+          return true
+        end
+      end
+    end))
+    -- arbor's pid outside the namespace: the child of unshare
+    assert.is_true(eventually(function()
+      local children = read("/proc/" .. unshare .. "/task/" .. unshare .. "/children") or ""
+      arbor_pid = tonumber(children:match("%d+"))
+      return arbor_pid ~= nil
+    end))
+    assert.is_true(eventually(function() return (read(result) or ""):find("zombies=") end))
+    local r = read(result)
+    assert.matches("pid=1 ", r, 1, true)
+    assert.matches("zombies=0", r, 1, true)
+    os.execute("kill -TERM " .. arbor_pid)
+    assert.is_true(eventually(function() return read(result .. ".exit") end))
+    assert.equal("0", read(result .. ".exit"):gsub("%s+", ""))
+    arbor_pid = nil
+  end)
+end)

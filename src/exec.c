@@ -1,0 +1,846 @@
+/* exec.c: processes of runnables on libuv's process API. See exec.h.
+ *
+ * Each process is spawned with UV_PROCESS_DETACHED (setsid: its own session
+ * and process group, out of the terminal's foreground group, so a Ctrl-C
+ * reaches arbor only and arbor stops the tree in order). Its stdout and
+ * stderr are pipes read into the node's log line by line.
+ *
+ * No orphans: PR_SET_PDEATHSIG would need code in the child between fork
+ * and exec (libuv and posix_spawn offer no hook; an exec shim costs one
+ * more exec per start, about a third of the spawn rate on the development
+ * VM) and would cover only the main process, not its group. Instead a guard
+ * process, forked once, holds one end of a socket whose other end only
+ * arbor has (close-on-exec), and shares a table of live process groups
+ * with arbor; when arbor dies, even by SIGKILL, the guard reads EOF and
+ * SIGKILLs every group in the table.
+ *
+ * A stop sends stop_signal (and SIGCONT) to the group, then SIGKILL when
+ * `grace` seconds passed; it ends as soon as the group is gone: the main
+ * process reaped and no other member alive (zombies reparented elsewhere do
+ * not count: they are found in /proc).
+ */
+#include "exec.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "spawn.h"
+
+/* pipe2 is a GNU extension; _GNU_SOURCE here would let <pthread.h> (from
+   uv.h) pick up src/sched.h for the system's <sched.h>. */
+extern int pipe2(int fds[2], int flags);
+
+extern char **environ;
+
+static arbor_proc *procs; /* every process not yet freed */
+
+static double now_s(void) { return (double)uv_hrtime() / 1e9; }
+
+/* ---- signals -------------------------------------------------------- */
+
+static const struct {
+  const char *name;
+  int sig;
+} signals[] = {
+    {"HUP", SIGHUP},   {"INT", SIGINT},     {"QUIT", SIGQUIT},
+    {"ILL", SIGILL},   {"TRAP", SIGTRAP},   {"ABRT", SIGABRT},
+    {"BUS", SIGBUS},   {"FPE", SIGFPE},     {"KILL", SIGKILL},
+    {"USR1", SIGUSR1}, {"SEGV", SIGSEGV},   {"USR2", SIGUSR2},
+    {"PIPE", SIGPIPE}, {"ALRM", SIGALRM},   {"TERM", SIGTERM},
+    {"CHLD", SIGCHLD}, {"CONT", SIGCONT},   {"STOP", SIGSTOP},
+    {"TSTP", SIGTSTP}, {"TTIN", SIGTTIN},   {"TTOU", SIGTTOU},
+    {"URG", SIGURG},   {"XCPU", SIGXCPU},   {"XFSZ", SIGXFSZ},
+    {"VTALRM", SIGVTALRM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH},
+    {"IO", SIGIO},     {"PWR", SIGPWR},     {"SYS", SIGSYS},
+};
+
+int arbor_signal_number(const char *name) {
+  if (strncmp(name, "SIG", 3) == 0) name += 3;
+  for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
+    if (strcmp(signals[i].name, name) == 0) return signals[i].sig;
+  return -1;
+}
+
+const char *arbor_signal_name(int sig) {
+  static char buf[16];
+  for (size_t i = 0; i < sizeof signals / sizeof *signals; i++)
+    if (signals[i].sig == sig) {
+      snprintf(buf, sizeof buf, "SIG%s", signals[i].name);
+      return buf;
+    }
+  return NULL;
+}
+
+/* ---- the guard ------------------------------------------------------ */
+
+/* The table of live process groups is a shared mapping made before the
+   guard is forked: arbor writes a slot per group (no syscall, no wakeup of
+   the guard), the guard reads the table only once arbor is gone. */
+#define GUARD_SLOTS 16384
+
+static int guard_fd = -1;
+static pid_t guard_pid;
+static volatile int32_t *guard_table;
+static unsigned guard_hint;
+
+/* The guard's life: wait for EOF on fd (arbor gone), then kill every group
+   in the table. */
+static void guard_main(int fd) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_IGN;
+  int ignored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1,
+                   SIGUSR2};
+  for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
+    sigaction(ignored[i], &sa, NULL);
+  sa.sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, &sa, NULL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  setpgid(0, 0);
+  prctl(PR_SET_NAME, "arbor-guard");
+  if (fd != 3) {
+    dup2(fd, 3);
+    close(fd);
+  }
+  int nul = open("/dev/null", O_RDWR);
+  if (nul >= 0) {
+    dup2(nul, 0);
+    dup2(nul, 1);
+    dup2(nul, 2);
+  }
+  syscall(SYS_close_range, 4, ~0U, 0);
+  for (;;) { /* nothing is ever written: returns at EOF */
+    char c;
+    ssize_t r = read(3, &c, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+  }
+  for (unsigned i = 0; i < GUARD_SLOTS; i++)
+    if (guard_table[i] > 0) kill(-guard_table[i], SIGKILL);
+  _exit(0); /* no exit handlers: they are arbor's */
+}
+
+static void guard_start(void) {
+  void *t = mmap(NULL, GUARD_SLOTS * sizeof(int32_t), PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (t == MAP_FAILED) return;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    munmap(t, GUARD_SLOTS * sizeof(int32_t));
+    return;
+  }
+  guard_table = t;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(sv[1]);
+    guard_main(sv[0]);
+  }
+  close(sv[0]);
+  if (pid < 0) {
+    close(sv[1]);
+    return;
+  }
+  guard_fd = sv[1];
+  guard_pid = pid;
+}
+
+/* Lists p's group with the guard (p->slot, or -1 when the table is full). */
+static void guard_add(arbor_proc *p) {
+  p->slot = -1;
+  if (guard_pid <= 0) guard_start();
+  if (!guard_table) return;
+  for (unsigned k = 0; k < GUARD_SLOTS; k++) {
+    unsigned i = (guard_hint + k) % GUARD_SLOTS;
+    if (guard_table[i] == 0) {
+      guard_table[i] = p->pid;
+      p->slot = (int)i;
+      guard_hint = i + 1;
+      return;
+    }
+  }
+}
+
+static void guard_del(arbor_proc *p) {
+  if (p->slot >= 0 && guard_table) guard_table[p->slot] = 0;
+  p->slot = -1;
+}
+
+/* ---- groups --------------------------------------------------------- */
+
+/* 1 while a member of the process group is alive. kill() also finds
+   zombies, which may wait long for a parent that does not reap them: a
+   group with members is checked in /proc for one that is not a zombie. */
+static int group_alive(int pgid) {
+  if (kill(-pgid, 0) < 0 && errno == ESRCH) return 0;
+  DIR *d = opendir("/proc");
+  if (!d) return 1;
+  struct dirent *de;
+  int alive = 0;
+  while (!alive && (de = readdir(d))) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    char state;
+    int ppid, pgrp;
+    if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 &&
+        pgrp == pgid && state != 'Z')
+      alive = 1;
+  }
+  closedir(d);
+  return alive;
+}
+
+/* ---- lifetime ------------------------------------------------------- */
+
+static void maybe_free(arbor_proc *p) {
+  if (p->handles > 0 || !p->lua_gone) return;
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    procs = p->next;
+  if (p->next) p->next->prev = p->prev;
+  for (int i = 0; i < 3; i++) free(p->buf[i]);
+  while (p->qlen) arbor_str_unref(arbor_proc_pop_line(p));
+  if (p->pn) arbor_node_unref(&p->pn->n);
+  free(p);
+}
+
+static void on_close(uv_handle_t *h) {
+  arbor_proc *p = h->data;
+  p->handles--;
+  maybe_free(p);
+}
+
+static void close_handle(arbor_proc *p, uv_handle_t *h) {
+  if (h->data == p && !uv_is_closing(h)) uv_close(h, on_close);
+}
+
+void arbor_proc_release(arbor_proc *p) {
+  p->lua_gone = 1;
+  if (!p->gone) arbor_proc_stop(p);
+  maybe_free(p);
+}
+
+/* ---- waking the owner ----------------------------------------------- */
+
+static int owner_live(arbor_proc *p) {
+  return p->e && p->pn && !(p->pn->n.flags & ARBOR_F_DETACHED) &&
+         p->pn->n.incarnation == p->incarnation &&
+         arbor_node_running(&p->pn->n);
+}
+
+void arbor_proc_wait(arbor_proc *p) {
+  p->waiting = 1;
+  p->wait_seq = p->pn->wait_seq;
+}
+
+/* Something happened: the parked owner is resumed to look at it. */
+static void wake(arbor_proc *p) {
+  if (!p->waiting || !owner_live(p)) return;
+  pnode *pn = p->pn;
+  if (pn->wait == WAIT_NONE || pn->wait_seq != p->wait_seq) return;
+  p->waiting = 0;
+  arbor_sched_disarm(&p->e->sched, &pn->wake);
+  pn->wait = WAIT_NONE;
+  arbor__enqueue(p->e, pn);
+}
+
+/* ---- output --------------------------------------------------------- */
+
+static const char *stream_name[] = {"stdout", "stderr", "notify"};
+
+static void log_line(arbor_proc *p, int idx, const char *s, size_t n) {
+  if (idx == 2) { /* s6 style: a line on the notification fd means ready */
+    p->ready++;
+    wake(p);
+    return;
+  }
+  if (!p->e || p->e->zombie) return;
+  arbor__step_begin(p->e); /* log times are read at the step */
+  arbor_str *line = arbor_str_fmt("%s: %.*s", stream_name[idx], (int)n, s);
+  if (!line) return;
+  arbor_engine_log(p->e, p->pn, line);
+  arbor_str_unref(line);
+  if (idx == 0 && p->watch) {
+    if (p->qlen == ARBOR_PROC_QUEUE)
+      arbor_str_unref(arbor_proc_pop_line(p));
+    p->queue[(p->qstart + p->qlen++) % ARBOR_PROC_QUEUE] = arbor_str_new(s, n);
+    wake(p);
+  }
+}
+
+arbor_str *arbor_proc_pop_line(arbor_proc *p) {
+  if (!p->qlen) return NULL;
+  arbor_str *s = p->queue[p->qstart];
+  p->qstart = (p->qstart + 1) % ARBOR_PROC_QUEUE;
+  p->qlen--;
+  return s;
+}
+
+/* Splits data into lines; a line longer than line_max is cut into pieces of
+   line_max bytes. Memory stays at one partial line per stream. */
+static void feed(arbor_proc *p, int idx, const char *data, size_t n) {
+  if (!p->buf[idx]) {
+    p->buf[idx] = malloc(p->line_max);
+    if (!p->buf[idx]) return;
+  }
+  char *buf = p->buf[idx];
+  size_t i = 0;
+  while (i < n) {
+    const char *nl = memchr(data + i, '\n', n - i);
+    size_t take = nl ? (size_t)(nl - (data + i)) : n - i;
+    while (take > 0) {
+      size_t room = p->line_max - p->blen[idx];
+      size_t c = take < room ? take : room;
+      memcpy(buf + p->blen[idx], data + i, c);
+      p->blen[idx] += c;
+      i += c;
+      take -= c;
+      if (p->blen[idx] == p->line_max) {
+        log_line(p, idx, buf, p->blen[idx]);
+        p->blen[idx] = 0;
+      }
+    }
+    if (nl) {
+      log_line(p, idx, buf, p->blen[idx]);
+      p->blen[idx] = 0;
+      i++;
+    }
+  }
+}
+
+static void flush(arbor_proc *p, int idx) {
+  if (p->blen[idx] > 0) log_line(p, idx, p->buf[idx], p->blen[idx]);
+  p->blen[idx] = 0;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  static char rbuf[65536];
+  (void)h;
+  (void)suggested;
+  *buf = uv_buf_init(rbuf, sizeof rbuf);
+}
+
+static void check(arbor_proc *p);
+static void fast_exited(arbor_proc *p, int st);
+
+static int stream_index(arbor_proc *p, uv_stream_t *s) {
+  if (s == (uv_stream_t *)&p->out) return 0;
+  if (s == (uv_stream_t *)&p->err) return 1;
+  return 2;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  arbor_proc *p = s->data;
+  int idx = stream_index(p, s);
+  if (nread > 0) {
+    feed(p, idx, buf->base, (size_t)nread);
+  } else if (nread < 0) { /* EOF or error: the stream is done */
+    flush(p, idx);
+    close_handle(p, (uv_handle_t *)s);
+    /* output closed, most often because the process exited: reaping it
+       now spares waiting for SIGCHLD (one loop turn less per restart) */
+    int st;
+    if (p->fast && !p->exited && uv_is_closing((uv_handle_t *)&p->out) &&
+        uv_is_closing((uv_handle_t *)&p->err) &&
+        waitpid(p->pid, &st, WNOHANG) == p->pid)
+      fast_exited(p, st);
+    else
+      check(p);
+  }
+}
+
+/* systemd style: datagrams of KEY=VALUE lines on NOTIFY_SOCKET. */
+static void on_sd(uv_poll_t *h, int status, int events) {
+  arbor_proc *p = h->data;
+  (void)status;
+  (void)events;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(p->sd_fd, buf, sizeof buf - 1, MSG_DONTWAIT)) >= 0) {
+    buf[n] = '\0';
+    char *save = NULL;
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+      if (strcmp(l, "READY=1") == 0) {
+        p->ready++;
+        wake(p);
+      } else if (strncmp(l, "STATUS=", 7) == 0 && p->e && !p->e->zombie) {
+        arbor__step_begin(p->e);
+        arbor_str *line = arbor_str_fmt("status: %s", l + 7);
+        if (line) arbor_engine_log(p->e, p->pn, line);
+        arbor_str_unref(line);
+      }
+    }
+  }
+}
+
+static void sd_close(arbor_proc *p) {
+  if (p->sd_fd < 0) return;
+  close_handle(p, (uv_handle_t *)&p->sd);
+  close(p->sd_fd);
+  p->sd_fd = -1;
+  if (p->sd_path) {
+    unlink(p->sd_path);
+    char *slash = strrchr(p->sd_path, '/');
+    if (slash) {
+      *slash = '\0';
+      rmdir(p->sd_path);
+    }
+    free(p->sd_path);
+    p->sd_path = NULL;
+  }
+}
+
+/* ---- exit and stop -------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t);
+
+static void poll_group(arbor_proc *p) {
+  if (!uv_is_active((uv_handle_t *)&p->timer))
+    uv_timer_start(&p->timer, on_timer, 10, 10);
+}
+
+static void signal_group(arbor_proc *p, int sig) {
+  kill(-p->pid, sig);
+  if (!p->exited) kill(p->pid, sig); /* in case it left its group */
+}
+
+/* Advances a process towards its end: the group gone, then the output
+   read to its end (or given up on after 0.5 s: a process outside the group
+   may hold the pipes), then the owner woken. */
+static void check(arbor_proc *p) {
+  if (!p->exited || p->handles == 0) return;
+  if (!p->gone) {
+    if (group_alive(p->pid)) {
+      poll_group(p);
+      return;
+    }
+    p->gone = 1;
+    p->kill_at = now_s() + 0.5; /* now: the deadline for the output */
+    guard_del(p);
+  }
+  int open = !uv_is_closing((uv_handle_t *)&p->out) ||
+             !uv_is_closing((uv_handle_t *)&p->err) ||
+             (p->note.data == p && !uv_is_closing((uv_handle_t *)&p->note));
+  if (open && now_s() < p->kill_at) {
+    poll_group(p);
+    return;
+  }
+  for (int i = 0; i < 3; i++) flush(p, i);
+  close_handle(p, (uv_handle_t *)&p->out);
+  close_handle(p, (uv_handle_t *)&p->err);
+  close_handle(p, (uv_handle_t *)&p->note);
+  sd_close(p);
+  close_handle(p, (uv_handle_t *)&p->timer);
+  wake(p);
+}
+
+static void on_timer(uv_timer_t *t) {
+  arbor_proc *p = t->data;
+  if (p->stopping && !p->killed && !p->gone && now_s() >= p->kill_at) {
+    p->killed = 1;
+    signal_group(p, SIGKILL);
+  }
+  check(p);
+}
+
+/* The main process ended (reaped). */
+static void proc_exited(arbor_proc *p, int64_t status, int term_signal) {
+  p->exited = 1;
+  p->status = status;
+  p->term_signal = term_signal;
+  /* what the main process left in its group is stopped too */
+  if (!p->stopping && group_alive(p->pid)) {
+    p->stopping = 2; /* not arbor's stop: the exit stands */
+    signal_group(p, p->stop_signal);
+    signal_group(p, SIGCONT);
+    p->kill_at = now_s() + p->grace;
+  }
+  check(p);
+}
+
+static void on_proc_exit(uv_process_t *h, int64_t status, int term_signal) {
+  arbor_proc *p = h->data;
+  close_handle(p, (uv_handle_t *)h);
+  proc_exited(p, status, term_signal);
+}
+
+/* A process started by posix_spawn was reaped with wait status st. */
+static void fast_exited(arbor_proc *p, int st) {
+  if (WIFSIGNALED(st))
+    proc_exited(p, 0, WTERMSIG(st));
+  else
+    proc_exited(p, WEXITSTATUS(st), 0);
+}
+
+/* SIGCHLD: reaps the processes started by posix_spawn (libuv reaps its
+   own the same way: waitpid on each pid it knows). */
+static uv_signal_t chld;
+static void on_chld(uv_signal_t *h, int sig) {
+  (void)h;
+  (void)sig;
+  for (arbor_proc *p = procs, *next; p; p = next) {
+    next = p->next;
+    int st;
+    if (p->fast && !p->exited && waitpid(p->pid, &st, WNOHANG) == p->pid)
+      fast_exited(p, st);
+  }
+}
+
+void arbor_proc_stop(arbor_proc *p) {
+  if (p->stopping || p->gone) return;
+  p->stopping = 1;
+  signal_group(p, p->stop_signal);
+  signal_group(p, SIGCONT);
+  p->kill_at = now_s() + p->grace;
+  if (p->timer.data == p && !uv_is_closing((uv_handle_t *)&p->timer))
+    poll_group(p);
+}
+
+/* ---- spawning ------------------------------------------------------- */
+
+/* The child's environment: base (or arbor's) without NOTIFY_SOCKET and
+   ARBOR_NOTIFY_FD (arbor's own, when it runs under a supervisor), plus
+   extra when set. */
+static char **child_env(char **base, char *extra) {
+  if (!base) base = environ;
+  size_t n = 0;
+  int clean = !extra;
+  for (; base[n]; n++)
+    if (strncmp(base[n], "NOTIFY_SOCKET=", 14) == 0 ||
+        strncmp(base[n], "ARBOR_NOTIFY_FD=", 16) == 0)
+      clean = 0;
+  if (clean && base == environ) return NULL; /* arbor's own, as it is */
+  char **env = malloc((n + 2) * sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (strncmp(base[i], "NOTIFY_SOCKET=", 14) == 0 ||
+        strncmp(base[i], "ARBOR_NOTIFY_FD=", 16) == 0)
+      continue;
+    env[k++] = base[i];
+  }
+  if (extra) env[k++] = extra;
+  env[k] = NULL;
+  return env;
+}
+
+/* Starts a process that keeps arbor's uid and gid with posix_spawn
+   (spawn.c). Pipes are made here and handed to libuv; the exit is reaped on
+   SIGCHLD (on_chld). Returns 0 or a negative libuv error. */
+static int fast_spawn(arbor_proc *p, const arbor_proc_opts *o, char **env,
+                      uv_loop_t *loop) {
+  int fds[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, child[3];
+  int n = o->ready == PROC_READY_NOTIFY ? 3 : 2, rc = 0;
+  for (int i = 0; i < n && rc == 0; i++)
+    if (pipe2(fds[i], O_CLOEXEC) < 0) rc = -errno;
+  if (!uv_is_active((uv_handle_t *)&chld)) { /* before any child can exit */
+    uv_signal_init(loop, &chld);
+    uv_signal_start(&chld, on_chld, SIGCHLD);
+    uv_unref((uv_handle_t *)&chld);
+  }
+  pid_t pid = 0;
+  for (int i = 0; i < n; i++) child[i] = fds[i][1];
+  if (rc == 0)
+    rc = -arbor_spawn(o->file, o->argv, env ? env : environ, o->cwd,
+                      o->stdin_inherit, child,
+                      n, o->umask, &pid);
+  uv_pipe_t *ends[3] = {&p->out, &p->err, &p->note};
+  for (int i = 0; i < n; i++) {
+    if (fds[i][1] >= 0) close(fds[i][1]);
+    if (fds[i][0] < 0) continue;
+    if (rc == 0)
+      uv_pipe_open(ends[i], fds[i][0]);
+    else
+      close(fds[i][0]);
+  }
+  if (rc == 0) {
+    p->pid = pid;
+    p->fast = 1;
+  }
+  return rc;
+}
+
+/* A datagram socket in a fresh private directory, for NOTIFY_SOCKET. */
+static int sd_open(arbor_proc *p, const arbor_proc_opts *o, char *err,
+                   size_t errlen) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[90];
+  snprintf(dir, sizeof dir, "%s/arbor-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    snprintf(err, errlen, "cannot make the notification socket: %s: %s", dir,
+             strerror(errno));
+    return UV_EIO;
+  }
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/notify", dir);
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    snprintf(err, errlen, "cannot make the notification socket %s: %s",
+             sa.sun_path, strerror(errno));
+    if (fd >= 0) close(fd);
+    rmdir(dir);
+    return UV_EIO;
+  }
+  if (o->set_uid || o->set_gid) { /* the child must reach it */
+    if (chown(dir, o->set_uid ? o->uid : (uid_t)-1,
+              o->set_gid ? o->gid : (gid_t)-1) < 0 ||
+        chown(sa.sun_path, o->set_uid ? o->uid : (uid_t)-1,
+              o->set_gid ? o->gid : (gid_t)-1) < 0) {
+      /* not root: the child has our uid anyway */
+    }
+  }
+  p->sd_fd = fd;
+  p->sd_path = strdup(sa.sun_path);
+  return 0;
+}
+
+static void spawn_error(const arbor_proc_opts *o, int rc, char *err,
+                        size_t errlen) {
+  if (rc == UV_ENOENT && o->cwd)
+    snprintf(err, errlen, "cannot start %s in %s: %s (%s)", o->file, o->cwd,
+             uv_strerror(rc), uv_err_name(rc));
+  else
+    snprintf(err, errlen, "cannot start %s: %s (%s)", o->file,
+             uv_strerror(rc), uv_err_name(rc));
+}
+
+int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
+                     arbor_proc **out, char *err, size_t errlen) {
+  arbor_proc *p = calloc(1, sizeof *p);
+  if (!p) return UV_ENOMEM;
+  uv_loop_t *loop = e->loop;
+  p->e = e;
+  p->pn = pn;
+  arbor_node_ref(&pn->n);
+  p->incarnation = pn->n.incarnation;
+  p->stop_signal = o->stop_signal;
+  p->grace = o->grace;
+  p->line_max = o->line_max ? o->line_max : ARBOR_LINE_MAX;
+  p->sd_fd = -1;
+  p->slot = -1;
+  p->next = procs;
+  if (procs) procs->prev = p;
+  procs = p;
+
+  uv_pipe_init(loop, &p->out, 0);
+  uv_pipe_init(loop, &p->err, 0);
+  uv_timer_init(loop, &p->timer);
+  p->out.data = p->err.data = p->timer.data = p->process.data = p;
+  p->handles = 3;
+  uv_stdio_container_t stdio[4];
+  stdio[0].flags = o->stdin_inherit ? UV_INHERIT_FD : UV_IGNORE;
+  stdio[0].data.fd = 0;
+  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[1].data.stream = (uv_stream_t *)&p->out;
+  stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[2].data.stream = (uv_stream_t *)&p->err;
+  int nstdio = 3;
+  char extra[200];
+  char *extra_var = NULL;
+  int rc = 0;
+  if (o->ready == PROC_READY_NOTIFY) {
+    uv_pipe_init(loop, &p->note, 0);
+    p->note.data = p;
+    p->handles++;
+    stdio[3].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+    stdio[3].data.stream = (uv_stream_t *)&p->note;
+    nstdio = 4;
+    snprintf(extra, sizeof extra, "ARBOR_NOTIFY_FD=3");
+    extra_var = extra;
+  } else if (o->ready == PROC_READY_SYSTEMD) {
+    rc = sd_open(p, o, err, errlen);
+    if (rc == 0) {
+      uv_poll_init(loop, &p->sd, p->sd_fd);
+      p->sd.data = p;
+      p->handles++;
+      snprintf(extra, sizeof extra, "NOTIFY_SOCKET=%s", p->sd_path);
+      extra_var = extra;
+    }
+  }
+  char **env = rc == 0 ? child_env(o->env, extra_var) : NULL;
+  if (rc == 0 && !env && (o->env || extra_var)) rc = UV_ENOMEM;
+  if (rc == 0 && !o->set_uid && !o->set_gid) {
+    rc = fast_spawn(p, o, env, loop);
+    if (rc != 0) spawn_error(o, rc, err, errlen);
+  } else if (rc == 0) {
+    uv_process_options_t po;
+    memset(&po, 0, sizeof po);
+    po.exit_cb = on_proc_exit;
+    po.file = o->file;
+    po.args = o->argv;
+    po.env = env;
+    po.cwd = o->cwd;
+    po.flags = UV_PROCESS_DETACHED;
+    if (o->set_uid) po.flags |= UV_PROCESS_SETUID, po.uid = o->uid;
+    if (o->set_gid) po.flags |= UV_PROCESS_SETGID, po.gid = o->gid;
+    po.stdio_count = nstdio;
+    po.stdio = stdio;
+    mode_t old = 0;
+    if (o->umask >= 0) old = umask((mode_t)o->umask);
+    rc = uv_spawn(loop, &p->process, &po);
+    if (o->umask >= 0) umask(old);
+    p->handles++; /* closed even when the spawn failed */
+    if (rc != 0) spawn_error(o, rc, err, errlen);
+    p->pid = p->process.pid;
+  }
+  free(env);
+  if (rc != 0) {
+    /* libuv closes a process handle that failed to spawn itself: only the
+       handles initialized here are closed */
+    p->exited = p->gone = 1;
+    p->lua_gone = 1;
+    close_handle(p, (uv_handle_t *)&p->out);
+    close_handle(p, (uv_handle_t *)&p->err);
+    close_handle(p, (uv_handle_t *)&p->note);
+    close_handle(p, (uv_handle_t *)&p->timer);
+    if (p->process.type == UV_PROCESS)
+      close_handle(p, (uv_handle_t *)&p->process);
+    sd_close(p);
+    return rc;
+  }
+  guard_add(p);
+  uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
+  uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
+  if (p->note.data == p) uv_read_start((uv_stream_t *)&p->note, on_alloc, on_read);
+  if (p->sd_fd >= 0) uv_poll_start(&p->sd, UV_READABLE, on_sd);
+  *out = p;
+  return 0;
+}
+
+/* ---- teardown ------------------------------------------------------- */
+
+/* Kills what is left of p at once and reaps the main process. */
+static void kill_now(arbor_proc *p) {
+  if (!p->gone) {
+    signal_group(p, SIGKILL);
+    if (!p->exited) {
+      if (!p->fast) close_handle(p, (uv_handle_t *)&p->process);
+      int st;
+      while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      p->exited = 1;
+      p->term_signal = SIGKILL;
+    }
+    p->gone = 1;
+    guard_del(p);
+  }
+  for (int i = 0; i < 3; i++) flush(p, i);
+  close_handle(p, (uv_handle_t *)&p->out);
+  close_handle(p, (uv_handle_t *)&p->err);
+  close_handle(p, (uv_handle_t *)&p->note);
+  close_handle(p, (uv_handle_t *)&p->timer);
+  sd_close(p);
+}
+
+void arbor_exec_engine_free(arbor_engine *e) {
+  for (arbor_proc *p = procs, *next; p; p = next) {
+    next = p->next;
+    if (p->e != e) continue;
+    kill_now(p);
+    p->e = NULL;
+  }
+  /* the close callbacks run now, on the loop the engine leaves */
+  if (e->loop) uv_run(e->loop, UV_RUN_NOWAIT);
+}
+
+void arbor_exec_shutdown(uv_loop_t *loop) {
+  for (arbor_proc *p = procs; p; p = p->next)
+    if (p->timer.loop == loop) {
+      kill_now(p);
+      p->e = NULL;
+    }
+}
+
+/* ---- --init ---------------------------------------------------------- */
+
+static uv_signal_t sigchld, fwd[3];
+static uv_timer_t reap_again;
+
+static void on_reap_again(uv_timer_t *t);
+
+static void collect_pid(uv_handle_t *h, void *arg) {
+  int *want = arg;
+  if (h->type == UV_PROCESS && ((uv_process_t *)h)->pid == *want) *want = 0;
+}
+
+/* Reaps zombies that are not libuv's own children. A libuv child first in
+   line stops the pass; it is retried on the next loop turn, once libuv has
+   reaped its child. */
+static void reap(uv_loop_t *loop) {
+  for (;;) {
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+        si.si_pid == 0)
+      return;
+    int pid = si.si_pid, st;
+    arbor_proc *mine = procs;
+    while (mine && !(mine->fast && !mine->exited && mine->pid == pid))
+      mine = mine->next;
+    if (mine) { /* one of ours, started by posix_spawn */
+      if (waitpid(pid, &st, WNOHANG) == pid) fast_exited(mine, st);
+      continue;
+    }
+    uv_walk(loop, collect_pid, &pid);
+    if (pid == 0) { /* libuv's */
+      uv_timer_start(&reap_again, on_reap_again, 1, 0);
+      return;
+    }
+    waitpid(si.si_pid, &st, WNOHANG);
+  }
+}
+
+static void on_reap_again(uv_timer_t *t) { reap(t->loop); }
+static void on_sigchld(uv_signal_t *h, int sig) {
+  (void)sig;
+  reap(h->loop);
+}
+
+static void on_forward(uv_signal_t *h, int sig) {
+  (void)h;
+  for (arbor_proc *p = procs; p; p = p->next)
+    if (!p->gone) kill(-p->pid, sig);
+}
+
+int arbor_exec_init_mode(uv_loop_t *loop) {
+  if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) return -errno;
+  uv_timer_init(loop, &reap_again);
+  uv_unref((uv_handle_t *)&reap_again);
+  uv_signal_init(loop, &sigchld);
+  uv_signal_start(&sigchld, on_sigchld, SIGCHLD);
+  uv_unref((uv_handle_t *)&sigchld);
+  int fsig[3] = {SIGHUP, SIGUSR1, SIGUSR2};
+  for (int i = 0; i < 3; i++) {
+    uv_signal_init(loop, &fwd[i]);
+    uv_signal_start(&fwd[i], on_forward, fsig[i]);
+    uv_unref((uv_handle_t *)&fwd[i]);
+  }
+  return 0;
+}
