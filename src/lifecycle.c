@@ -1,0 +1,336 @@
+/* lifecycle.c: the lifecycle gates in the engine. See lifecycle.h. */
+#include "lifecycle.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static const char *const lc_names[] = {"main", "prestart", "poststart",
+                                       "poststop"};
+
+const char *arbor_lc_name(unsigned lc) { return lc_names[lc & ARBOR_LC_KIND]; }
+
+static arbor_gate gate_of(const arbor_node *n) {
+  return arbor_gate_of(n->lc & ARBOR_LC_KIND, (n->lc & ARBOR_LC_SIDECAR) != 0);
+}
+
+static arbor_pcoord *coord_of(const arbor_node *n) {
+  return n ? ((const pnode *)n)->coord : NULL;
+}
+
+/* What the parent's coordinator sees of n. */
+static arbor_phase phase_of(const arbor_node *n) {
+  if (arbor_node_running(n))
+    return n->state == ARBOR_NEW ? ARBOR_PH_STARTING : ARBOR_PH_READY;
+  if (n->incarnation == 0)
+    return n->state == ARBOR_CANCELED ? ARBOR_PH_FAILED : ARBOR_PH_WAITING;
+  int done = n->state == ARBOR_DONE;
+  if (done && !arbor_node_canceled(n)) return ARBOR_PH_DONE;
+  /* no restart: retired, held (its policy gave up), or under a canceled
+     parent (T8) */
+  if ((n->lc & ARBOR_LC_RETIRED) || (n->flags & ARBOR_F_HELD) ||
+      arbor_node_canceled(n->parent))
+    return done ? ARBOR_PH_DONE : ARBOR_PH_FAILED;
+  return ARBOR_PH_RETRYING;
+}
+
+/* ---- the queue of coordinators to evaluate -------------------------- */
+
+static void queue(arbor_engine *e, arbor_pcoord *pc) {
+  if (pc->queued) return;
+  pc->queued = 1;
+  pc->next = NULL;
+  arbor_node_ref(&pc->owner->n);
+  if (e->lc_tail)
+    e->lc_tail->next = pc;
+  else
+    e->lc_head = pc;
+  e->lc_tail = pc;
+  arbor__need_drain(e);
+}
+
+void arbor__lc_clear(arbor_engine *e) {
+  while (e->lc_head) {
+    arbor_pcoord *pc = e->lc_head;
+    e->lc_head = pc->next;
+    pc->queued = 0;
+    arbor_node_unref(&pc->owner->n);
+  }
+  e->lc_tail = NULL;
+}
+
+/* ---- children ------------------------------------------------------- */
+
+static void step(arbor_engine *e, arbor_pcoord *pc);
+
+const char *arbor_lc_check_add(pnode *parent, unsigned lc) {
+  arbor_pcoord *pc = parent->coord;
+  /* under a canceled parent a child is created CANCELED anyway (T8) */
+  if (!pc || !pc->c.started || arbor_node_canceled(&parent->n)) return NULL;
+  arbor_gate g = arbor_gate_of(lc & ARBOR_LC_KIND, (lc & ARBOR_LC_SIDECAR) != 0);
+  if (arbor_gate_can_open((arbor_coord_state)pc->c.state, g)) return NULL;
+  return arbor_gate_name(g);
+}
+
+void arbor_lc_register(arbor_engine *e, pnode *child) {
+  pnode *parent = (pnode *)child->n.parent;
+  arbor_pcoord *pc = parent->coord;
+  if (!pc) {
+    pc = calloc(1, sizeof *pc);
+    if (!pc) abort(); /* out of memory */
+    pc->owner = parent;
+    pc->c.started = (parent->pflags & PN_STEPPED) != 0;
+    parent->coord = pc;
+  }
+  child->n.phase = (uint8_t)phase_of(&child->n);
+  arbor_coord_add(&pc->c, gate_of(&child->n), (arbor_phase)child->n.phase);
+  pc->added = 1;
+  if (pc->c.state == ARBOR_CO_INIT && pc->c.started)
+    step(e, pc); /* the first child after the first step: leave init now */
+  else if (pc->c.winding)
+    queue(e, pc);
+}
+
+int arbor_lc_admit(arbor_engine *e, pnode *child) {
+  arbor_pcoord *pc = ((pnode *)child->n.parent)->coord;
+  (void)e;
+  if (pc->c.started && !pc->c.winding &&
+      arbor_gate_open((arbor_coord_state)pc->c.state, gate_of(&child->n)))
+    return 1;
+  child->n.lc |= ARBOR_LC_BLOCKED;
+  return 0;
+}
+
+const char *arbor_lc_state(const pnode *pn) {
+  return pn->coord ? arbor_coord_state_name((arbor_coord_state)pn->coord->c.state)
+                   : NULL;
+}
+
+int arbor_lc_blocked(const pnode *pn) {
+  const arbor_node *n = &pn->n;
+  return (n->lc & ARBOR_LC_BLOCKED) && (n->flags & ARBOR_F_PENDING) &&
+         n->incarnation == 0;
+}
+
+void arbor__lc_touch(arbor_engine *e, pnode *pn) {
+  arbor_node *n = &pn->n;
+  arbor_pcoord *pc = coord_of(n->parent);
+  if (!pc || (n->flags & ARBOR_F_DETACHED)) return;
+  arbor_phase now = phase_of(n);
+  if (now == (arbor_phase)n->phase) return;
+  arbor_gate g = gate_of(n);
+  arbor_coord_move(&pc->c, g, (arbor_phase)n->phase, now);
+  n->phase = (uint8_t)now;
+  e->lc_changes++;
+  /* L5: a finished prestart or poststart job does not run again */
+  if (now == ARBOR_PH_DONE &&
+      (g == ARBOR_GATE_PRESTART || g == ARBOR_GATE_POSTSTART))
+    n->lc |= ARBOR_LC_RETIRED;
+  queue(e, pc);
+}
+
+void arbor__lc_started(arbor_engine *e, pnode *pn) {
+  pn->n.lc &= (uint8_t)~ARBOR_LC_BLOCKED;
+  arbor_pcoord *pc = pn->coord;
+  if (pc && pc->c.state != ARBOR_CO_INIT) {
+    arbor_str *r = arbor_str_lit("parent restarted: from init again");
+    arbor__emit(e, pn, ARBOR_EV_COORDINATOR, (arbor_state)pc->c.state,
+                (arbor_state)ARBOR_CO_INIT, r);
+    arbor_str_unref(r);
+  }
+  if (pc) {
+    arbor_coord_init(&pc->c); /* its children were discarded */
+    pc->wound = pc->added = pc->recount = 0;
+  }
+  arbor__lc_touch(e, pn);
+}
+
+void arbor__lc_stepped(arbor_engine *e, pnode *pn) {
+  pn->pflags |= PN_STEPPED;
+  if (pn->coord) queue(e, pn->coord);
+}
+
+void arbor__lc_canceled(arbor_engine *e, pnode *pn) {
+  if (!pn->coord) return;
+  pn->coord->recount = 1;
+  queue(e, pn->coord);
+}
+
+void arbor__lc_detached(pnode *pn) {
+  arbor_pcoord *pc = coord_of(pn->n.parent);
+  if (pc) pc->c.count[gate_of(&pn->n)][pn->n.phase]--;
+}
+
+void arbor__lc_free(pnode *pn) {
+  free(pn->coord);
+  pn->coord = NULL;
+}
+
+/* ---- acting on the coordinator -------------------------------------- */
+
+/* The coordinator is done with c: it never starts again in this parent
+   incarnation (L4). A running child is canceled (children first), a
+   waiting one ends CANCELED without running. */
+static void retire(arbor_engine *e, pnode *c) {
+  arbor_node *n = &c->n;
+  n->lc = (uint8_t)((n->lc | ARBOR_LC_RETIRED) & ~ARBOR_LC_BLOCKED);
+  if (n->flags & ARBOR_F_PENDING) {
+    arbor_sched_disarm(&e->sched, &c->wake);
+    n->flags &= (uint8_t)~ARBOR_F_PENDING;
+    arbor__set_reason(e, arbor_str_lit("retired by the coordinator (L4)"));
+    arbor_tree_set_state(n, ARBOR_CANCELED);
+    arbor__set_reason(e, NULL);
+  }
+  if (n->live > 0) arbor_engine_cancel(e, c);
+  arbor__lc_touch(e, c);
+}
+
+/* Winding down (L4, L8): sidecars are canceled, children whose gate is
+   closed now never start. A stopping parent needs none of this: its
+   cancellation reached them all. */
+static void wind_down(arbor_engine *e, arbor_pcoord *pc) {
+  arbor_coord_state s = (arbor_coord_state)pc->c.state;
+  pnode *p = pc->owner;
+  arbor_node_ref(&p->n);
+  for (arbor_node *n = p->n.first, *next; n; n = next) {
+    next = n->next;
+    arbor_node_ref(n);
+    arbor_gate g = gate_of(n);
+    arbor_phase ph = (arbor_phase)n->phase;
+    int over = ph == ARBOR_PH_DONE || ph == ARBOR_PH_FAILED ||
+               (n->lc & ARBOR_LC_RETIRED);
+    if (!over && g != ARBOR_GATE_POSTSTOP &&
+        (arbor_gate_is_sidecar(g) ||
+         (ph == ARBOR_PH_WAITING && !arbor_gate_open(s, g))))
+      retire(e, (pnode *)n);
+    if (n->flags & ARBOR_F_DETACHED) next = NULL; /* restructured */
+    arbor_node_unref(n);
+  }
+  arbor_node_unref(&p->n);
+}
+
+/* Starts the children waiting behind gates open in the current state, in
+   creation order. */
+static void open_gates(arbor_engine *e, arbor_pcoord *pc) {
+  unsigned open = arbor_gate_vector((arbor_coord_state)pc->c.state);
+  int any = 0;
+  for (int g = 0; g < ARBOR_GATES; g++)
+    if (((open >> g) & 1u) && pc->c.count[g][ARBOR_PH_WAITING] > 0) any = 1;
+  if (!any) return;
+  pnode *p = pc->owner;
+  int stopping = arbor_node_canceled(&p->n);
+  for (arbor_node *n = p->n.first; n; n = n->next) {
+    if (!arbor_lc_blocked((pnode *)n) || !((open >> gate_of(n)) & 1u) ||
+        arbor_node_canceled(n))
+      continue;
+    arbor_engine_start(e, (pnode *)n);
+    if (stopping) arbor__lc_bound(e, (pnode *)n);
+  }
+}
+
+static const char *move_reason(const arbor_coord *c, arbor_coord_state to) {
+  switch (to) {
+  case ARBOR_CO_PRESTART: return "the parent's first step ended";
+  case ARBOR_CO_MAIN: return "prestart jobs done, prestart sidecars healthy (L1)";
+  case ARBOR_CO_POSTSTART: return "every main child healthy or exited (L2)";
+  case ARBOR_CO_RUNNING: return "poststart jobs finished";
+  case ARBOR_CO_POSTSTOP:
+    if (c->stopping) return "the parent is stopping; the others exited (L3)";
+    if (c->count[ARBOR_GATE_PRESTART][ARBOR_PH_FAILED] +
+            c->count[ARBOR_GATE_PRESTART_SIDECAR][ARBOR_PH_FAILED] > 0)
+      return "a prestart child gave up: main will not start (L8)";
+    return "every main child finished; the others exited (L4)";
+  default: return "";
+  }
+}
+
+/* Recomputes every child's phase (the parent was canceled: exited children
+   will not restart). O(children), once per cancellation. */
+static void recount(arbor_pcoord *pc) {
+  uint8_t keep[] = {pc->c.state, pc->c.started, pc->c.stopping, pc->c.winding};
+  arbor_coord_init(&pc->c);
+  pc->c.state = keep[0], pc->c.started = keep[1];
+  pc->c.stopping = keep[2], pc->c.winding = keep[3];
+  for (arbor_node *n = pc->owner->n.first; n; n = n->next) {
+    n->phase = (uint8_t)phase_of(n);
+    arbor_coord_add(&pc->c, gate_of(n), (arbor_phase)n->phase);
+  }
+  pc->recount = 0;
+}
+
+/* One evaluation of pc: step the machine until it stops, one event per
+   transition, then act on it. */
+static void step(arbor_engine *e, arbor_pcoord *pc) {
+  pnode *p = pc->owner;
+  if (pc->busy || (p->n.flags & ARBOR_F_DETACHED) || e->closing) return;
+  pc->busy = 1;
+  if (pc->recount) recount(pc);
+  arbor_coord *c = &pc->c;
+  c->stopping = arbor_node_canceled(&p->n);
+  c->started = (p->pflags & PN_STEPPED) != 0 || c->started;
+  e->lc_evals++;
+  for (;;) {
+    if (!c->winding && arbor_coord_wind_wanted(c)) c->winding = 1;
+    arbor_coord_state from = (arbor_coord_state)c->state;
+    arbor_coord_state to = arbor_coord_next(c);
+    if (to == from) break;
+    c->state = (uint8_t)to;
+    e->lc_moves++;
+    const char *why = move_reason(c, to);
+    arbor_str *r = arbor_str_new(why, strlen(why));
+    arbor__emit(e, p, ARBOR_EV_COORDINATOR, (arbor_state)from, (arbor_state)to,
+                r);
+    arbor_str_unref(r);
+  }
+  if (c->winding && !c->stopping && (!pc->wound || pc->added)) {
+    pc->wound = 1;
+    pc->added = 0;
+    wind_down(e, pc);
+  }
+  open_gates(e, pc);
+  pc->busy = 0;
+}
+
+void arbor__lc_run(arbor_engine *e) {
+  while (e->lc_head) {
+    arbor_pcoord *pc = e->lc_head;
+    e->lc_head = pc->next;
+    if (!e->lc_head) e->lc_tail = NULL;
+    pc->queued = 0;
+    pnode *p = pc->owner;
+    step(e, pc);
+    arbor_node_unref(&p->n); /* may free p and pc */
+  }
+}
+
+int arbor__lc_poststop_first(arbor_engine *e, pnode *pn) {
+  arbor_pcoord *pc = pn->coord;
+  if (!pc || e->closing || pc->busy) return 0;
+  if (pc->recount) recount(pc);
+  if (pc->c.count[ARBOR_GATE_POSTSTOP][ARBOR_PH_WAITING] == 0) return 0;
+  step(e, pc);
+  return 1;
+}
+
+void arbor__lc_bound(arbor_engine *e, pnode *pn) {
+  if (pn->pflags & PN_NOTIFIED) return;
+  pnode_stop *st = arbor__stop_of(pn);
+  if (arbor_timer_armed(&st->deadline)) return;
+  arbor__arm(e, &st->deadline, TIMER_BOUND,
+             arbor__step_time(e) + pn->shutdown);
+}
+
+/* The bound passed: the poststop child is closed now, or, when it still
+   has running children, stopped in order like any canceled node. */
+void arbor__lc_bound_fired(arbor_engine *e, pnode *pn) {
+  arbor_str *why = arbor_str_fmt("poststop ran past its shutdown time "
+                                 "(%.6gs) while its parent stops (L3)",
+                                 pn->shutdown);
+  arbor_engine_log(e, pn, why);
+  arbor_str_unref(why);
+  if (pn->n.live == 1)
+    arbor__force_close(e, pn);
+  else
+    arbor_engine_cancel(e, pn);
+}
