@@ -100,12 +100,14 @@ static int others_finished(const arbor_coord *c) {
   return 1;
 }
 
-/* L1: prestart jobs DONE, prestart sidecars ready. */
+/* L1: prestart jobs DONE (exited or not), prestart sidecars ready. */
 static int prestart_satisfied(const arbor_coord *c) {
   const uint32_t *side = c->count[ARBOR_GATE_PRESTART_SIDECAR];
-  return c->count[ARBOR_GATE_PRESTART][ARBOR_PH_DONE] ==
+  const uint32_t *pre = c->count[ARBOR_GATE_PRESTART];
+  return pre[ARBOR_PH_DONE] + pre[ARBOR_PH_SIGNALED] ==
              total(c, ARBOR_GATE_PRESTART) &&
-         side[ARBOR_PH_READY] + side[ARBOR_PH_DONE] ==
+         side[ARBOR_PH_READY] + side[ARBOR_PH_SIGNALED] +
+                 side[ARBOR_PH_DONE] ==
              total(c, ARBOR_GATE_PRESTART_SIDECAR);
 }
 

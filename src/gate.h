@@ -41,7 +41,8 @@ typedef enum arbor_gate {
 typedef enum arbor_phase {
   ARBOR_PH_WAITING = 0, /* not started yet in this parent incarnation */
   ARBOR_PH_STARTING,    /* running, not ready (NEW) */
-  ARBOR_PH_READY,       /* running and HEALTHY (or DONE, still running) */
+  ARBOR_PH_READY,       /* running and HEALTHY */
+  ARBOR_PH_SIGNALED,    /* signaled DONE, still running */
   ARBOR_PH_RETRYING,    /* exited; its policy starts it again */
   ARBOR_PH_DONE,        /* exited DONE: finished */
   ARBOR_PH_FAILED,      /* exited for good: its policy gave up, or retired */

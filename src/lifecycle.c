@@ -22,7 +22,9 @@ static arbor_pcoord *coord_of(const arbor_node *n) {
 /* What the parent's coordinator sees of n. */
 static arbor_phase phase_of(const arbor_node *n) {
   if (arbor_node_running(n))
-    return n->state == ARBOR_NEW ? ARBOR_PH_STARTING : ARBOR_PH_READY;
+    return n->state == ARBOR_NEW    ? ARBOR_PH_STARTING
+           : n->state == ARBOR_DONE ? ARBOR_PH_SIGNALED
+                                    : ARBOR_PH_READY;
   if (n->incarnation == 0)
     return n->state == ARBOR_CANCELED ? ARBOR_PH_FAILED : ARBOR_PH_WAITING;
   int done = n->state == ARBOR_DONE;
@@ -123,8 +125,9 @@ void arbor__lc_touch(arbor_engine *e, pnode *pn) {
   arbor_coord_move(&pc->c, g, (arbor_phase)n->phase, now);
   n->phase = (uint8_t)now;
   e->lc_changes++;
-  /* L5: a finished prestart or poststart job does not run again */
-  if (now == ARBOR_PH_DONE &&
+  /* L5: a finished prestart or poststart job does not run again (done
+     counts, even when it fails after signaling it) */
+  if ((now == ARBOR_PH_DONE || now == ARBOR_PH_SIGNALED) &&
       (g == ARBOR_GATE_PRESTART || g == ARBOR_GATE_POSTSTART))
     n->lc |= ARBOR_LC_RETIRED;
   queue(e, pc);

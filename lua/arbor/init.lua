@@ -150,6 +150,17 @@ local function fmt_time(t)
   return string.format("%9.3f", t)
 end
 
+--- Raises when opts give the root a lifecycle: the root has no parent,
+-- so no coordinator orders it (L0).
+function M._check_root_options(what, opts)
+  for _, k in ipairs{"lifecycle", "sidecar"} do
+    if opts[k] ~= nil then
+      error(string.format("%s: root: option '%s' is not allowed on the root "
+        .. "(L0: the root has no parent coordinator to order it)", what, k), 3)
+    end
+  end
+end
+
 --- The event printer used by `arbor run`.
 local function print_event(ev)
   local line
@@ -188,6 +199,7 @@ function M.run(root, opts)
     error("arbor.run(root, opts): opts must be a table, got " .. type(opts), 2)
   end
   opts = opts or {}
+  M._check_root_options("arbor.run", opts)
   for k in pairs(opts) do
     if not run_options[k] then
       error("arbor.run: unknown option '" .. tostring(k) .. "'", 2)

@@ -80,7 +80,7 @@ TEST(prestart_waits_for_jobs_done_and_sidecars_healthy) {
   ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_PRESTART); /* healthy is not done */
   arbor_coord_move(&c, PRE, ARBOR_PH_READY, ARBOR_PH_RETRYING);
   ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_PRESTART); /* died, restarting */
-  arbor_coord_move(&c, PRE, ARBOR_PH_RETRYING, ARBOR_PH_DONE);
+  arbor_coord_move(&c, PRE, ARBOR_PH_RETRYING, ARBOR_PH_SIGNALED);
   ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_PRESTART); /* sidecar not ready */
   arbor_coord_move(&c, PRE_SC, ARBOR_PH_STARTING, ARBOR_PH_READY);
   ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_MAIN); /* L1 */
@@ -175,7 +175,8 @@ static unsigned rnd(unsigned n) {
 }
 
 static int is_running(arbor_phase p) {
-  return p == ARBOR_PH_STARTING || p == ARBOR_PH_READY;
+  return p == ARBOR_PH_STARTING || p == ARBOR_PH_READY ||
+         p == ARBOR_PH_SIGNALED;
 }
 static int is_finished(arbor_phase p) {
   return p == ARBOR_PH_DONE || p == ARBOR_PH_FAILED;
@@ -251,7 +252,15 @@ static void random_event(arbor_coord *c, child *ks, int n) {
     }
     /* fall through */ /* it exits */
     __attribute__((fallthrough));
+  case ARBOR_PH_SIGNALED:
+    /* fall through */ /* it exits */
+    __attribute__((fallthrough));
   case ARBOR_PH_READY: {
+    if (k->ph == ARBOR_PH_READY && !k->canceled && rnd(4) == 0) {
+      set_phase(c, k, ARBOR_PH_SIGNALED); /* done, still running */
+      if (k->g == PRE || k->g == POST) k->canceled = 1; /* retired (L5) */
+      break;
+    }
     unsigned r = rnd(3);
     if (k->canceled)
       set_phase(c, k, ARBOR_PH_FAILED);
