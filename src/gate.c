@@ -93,8 +93,7 @@ static int all_finished(const arbor_coord *c, arbor_gate g) {
   return finished(c, g) == total(c, g);
 }
 
-/* L3: every lifecycle child but the poststop ones has exited for good. */
-static int others_finished(const arbor_coord *c) {
+int arbor_coord_others_finished(const arbor_coord *c) {
   for (int g = 0; g < ARBOR_GATES; g++)
     if (g != ARBOR_GATE_POSTSTOP && !all_finished(c, (arbor_gate)g)) return 0;
   return 1;
@@ -137,7 +136,7 @@ arbor_coord_state arbor_coord_next(const arbor_coord *c) {
   if (s == ARBOR_CO_INIT) return c->started ? ARBOR_CO_PRESTART : s;
   if (s == ARBOR_CO_POSTSTOP) return s;
   int winding = c->winding || arbor_coord_wind_wanted(c);
-  if (winding && others_finished(c)) return ARBOR_CO_POSTSTOP;
+  if (winding && arbor_coord_others_finished(c)) return ARBOR_CO_POSTSTOP;
   /* a stopping parent starts nothing but poststop; a failed prestart
      keeps main from starting (L8) */
   if (c->stopping || (winding && s == ARBOR_CO_PRESTART)) return s;

@@ -82,6 +82,8 @@ void arbor_coord_move(arbor_coord *c, arbor_gate g, arbor_phase from,
    poststop children (L4). Sidecars are then canceled, and children whose
    gate is closed never start. */
 int arbor_coord_wind_wanted(const arbor_coord *c);
+/* 1 when every child but the poststop ones has exited for good (L3). */
+int arbor_coord_others_finished(const arbor_coord *c);
 /* One step: the state that follows c's state, or the same one. Pure. */
 arbor_coord_state arbor_coord_next(const arbor_coord *c);
 /* Steps c until its state stops changing (updating `winding` first).

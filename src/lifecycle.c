@@ -40,6 +40,7 @@ static arbor_phase phase_of(const arbor_node *n) {
 /* ---- the queue of coordinators to evaluate -------------------------- */
 
 static void queue(arbor_engine *e, arbor_pcoord *pc) {
+  pc->dirty = 1;
   if (pc->queued) return;
   pc->queued = 1;
   pc->next = NULL;
@@ -154,10 +155,14 @@ void arbor__lc_stepped(arbor_engine *e, pnode *pn) {
   if (pn->coord) queue(e, pn->coord);
 }
 
+/* The children's phases are recomputed at the next evaluation. That comes
+   with the children's own changes as they stop; only a parent whose
+   children all exited already is evaluated for its cancellation alone. */
 void arbor__lc_canceled(arbor_engine *e, pnode *pn) {
-  if (!pn->coord) return;
-  pn->coord->recount = 1;
-  queue(e, pn->coord);
+  arbor_pcoord *pc = pn->coord;
+  if (!pc) return;
+  pc->recount = pc->dirty = 1;
+  if (arbor_coord_others_finished(&pc->c)) queue(e, pc);
 }
 
 void arbor__lc_detached(pnode *pn) {
@@ -268,6 +273,7 @@ static void step(arbor_engine *e, arbor_pcoord *pc) {
   pnode *p = pc->owner;
   if (pc->busy || (p->n.flags & ARBOR_F_DETACHED) || e->closing) return;
   pc->busy = 1;
+  pc->dirty = 0;
   if (pc->recount) recount(pc);
   arbor_coord *c = &pc->c;
   c->stopping = arbor_node_canceled(&p->n);
@@ -302,7 +308,7 @@ void arbor__lc_run(arbor_engine *e) {
     if (!e->lc_head) e->lc_tail = NULL;
     pc->queued = 0;
     pnode *p = pc->owner;
-    step(e, pc);
+    if (pc->dirty) step(e, pc); /* not when evaluated meanwhile */
     arbor_node_unref(&p->n); /* may free p and pc */
   }
 }

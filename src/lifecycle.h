@@ -15,7 +15,8 @@ typedef struct arbor_pcoord {
   arbor_coord c;
   pnode *owner;
   struct arbor_pcoord *next; /* in the engine's queue of coordinators */
-  uint8_t queued;            /* to be evaluated (holds a node reference) */
+  uint8_t queued;            /* in the queue (holds a node reference) */
+  uint8_t dirty;             /* an input changed since the last evaluation */
   uint8_t busy;              /* being evaluated */
   uint8_t recount;           /* phases to be recomputed (parent canceled) */
   uint8_t wound;             /* wind-down retirements done */
