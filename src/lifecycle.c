@@ -65,7 +65,7 @@ void arbor__lc_clear(arbor_engine *e) {
 
 /* ---- children ------------------------------------------------------- */
 
-static void step(arbor_engine *e, arbor_pcoord *pc);
+static void step(arbor_engine *e, arbor_pcoord *pc, int stop_ready);
 
 const char *arbor_lc_check_add(pnode *parent, unsigned lc) {
   arbor_pcoord *pc = parent->coord;
@@ -90,7 +90,7 @@ void arbor_lc_register(arbor_engine *e, pnode *child) {
   arbor_coord_add(&pc->c, gate_of(&child->n), (arbor_phase)child->n.phase);
   pc->added = 1;
   if (pc->c.state == ARBOR_CO_INIT && pc->c.started)
-    step(e, pc); /* the first child after the first step: leave init now */
+    step(e, pc, 0); /* the first child after the first step: leave init */
   else if (pc->c.winding)
     queue(e, pc);
 }
@@ -145,7 +145,7 @@ void arbor__lc_started(arbor_engine *e, pnode *pn) {
   }
   if (pc) {
     arbor_coord_init(&pc->c); /* its children were discarded */
-    pc->wound = pc->added = pc->recount = 0;
+    pc->wound = pc->added = pc->recount = pc->cause = 0;
   }
   arbor__lc_touch(e, pn);
 }
@@ -219,9 +219,11 @@ static void wind_down(arbor_engine *e, arbor_pcoord *pc) {
 }
 
 /* Starts the children waiting behind gates open in the current state, in
-   creation order. */
-static void open_gates(arbor_engine *e, arbor_pcoord *pc) {
+   creation order. Under a stopping parent, poststop children start only
+   once no other child's subtree runs (stop_ready: T12, children first). */
+static void open_gates(arbor_engine *e, arbor_pcoord *pc, int stop_ready) {
   unsigned open = arbor_gate_vector((arbor_coord_state)pc->c.state);
+  if (pc->c.stopping && !stop_ready) open &= ~(1u << ARBOR_GATE_POSTSTOP);
   int any = 0;
   for (int g = 0; g < ARBOR_GATES; g++)
     if (((open >> g) & 1u) && pc->c.count[g][ARBOR_PH_WAITING] > 0) any = 1;
@@ -237,18 +239,18 @@ static void open_gates(arbor_engine *e, arbor_pcoord *pc) {
   }
 }
 
-static const char *move_reason(const arbor_coord *c, arbor_coord_state to) {
+static const char *move_reason(const arbor_pcoord *pc, arbor_coord_state to) {
   switch (to) {
   case ARBOR_CO_PRESTART: return "the parent's first step ended";
   case ARBOR_CO_MAIN: return "prestart jobs done, prestart sidecars healthy (L1)";
   case ARBOR_CO_POSTSTART: return "every main child healthy or exited (L2)";
   case ARBOR_CO_RUNNING: return "poststart jobs finished";
   case ARBOR_CO_POSTSTOP:
-    if (c->stopping) return "the parent is stopping; the others exited (L3)";
-    if (c->count[ARBOR_GATE_PRESTART][ARBOR_PH_FAILED] +
-            c->count[ARBOR_GATE_PRESTART_SIDECAR][ARBOR_PH_FAILED] > 0)
+    if (pc->cause == 8)
       return "a prestart child gave up: main will not start (L8)";
-    return "every main child finished; the others exited (L4)";
+    if (pc->cause == 4)
+      return "every main child finished; the others exited (L4)";
+    return "the parent is stopping; the others exited (L3)";
   default: return "";
   }
 }
@@ -269,7 +271,7 @@ static void recount(arbor_pcoord *pc) {
 
 /* One evaluation of pc: step the machine until it stops, one event per
    transition, then act on it. */
-static void step(arbor_engine *e, arbor_pcoord *pc) {
+static void step(arbor_engine *e, arbor_pcoord *pc, int stop_ready) {
   pnode *p = pc->owner;
   if (pc->busy || (p->n.flags & ARBOR_F_DETACHED) || e->closing) return;
   pc->busy = 1;
@@ -280,13 +282,18 @@ static void step(arbor_engine *e, arbor_pcoord *pc) {
   c->started = (p->pflags & PN_STEPPED) != 0 || c->started;
   e->lc_evals++;
   for (;;) {
-    if (!c->winding && arbor_coord_wind_wanted(c)) c->winding = 1;
+    if (!c->winding && arbor_coord_wind_wanted(c)) {
+      c->winding = 1;
+      pc->cause = c->stopping                           ? 3
+                  : c->state <= ARBOR_CO_PRESTART ? 8
+                                                        : 4;
+    }
     arbor_coord_state from = (arbor_coord_state)c->state;
     arbor_coord_state to = arbor_coord_next(c);
     if (to == from) break;
     c->state = (uint8_t)to;
     e->lc_moves++;
-    const char *why = move_reason(c, to);
+    const char *why = move_reason(pc, to);
     arbor_str *r = arbor_str_new(why, strlen(why));
     arbor__emit(e, p, ARBOR_EV_COORDINATOR, (arbor_state)from, (arbor_state)to,
                 r);
@@ -297,7 +304,7 @@ static void step(arbor_engine *e, arbor_pcoord *pc) {
     pc->added = 0;
     wind_down(e, pc);
   }
-  open_gates(e, pc);
+  open_gates(e, pc, stop_ready);
   pc->busy = 0;
 }
 
@@ -308,17 +315,20 @@ void arbor__lc_run(arbor_engine *e) {
     if (!e->lc_head) e->lc_tail = NULL;
     pc->queued = 0;
     pnode *p = pc->owner;
-    if (pc->dirty) step(e, pc); /* not when evaluated meanwhile */
+    if (pc->dirty) step(e, pc, 0); /* not when evaluated meanwhile */
     arbor_node_unref(&p->n); /* may free p and pc */
   }
 }
 
 int arbor__lc_poststop_first(arbor_engine *e, pnode *pn) {
   arbor_pcoord *pc = pn->coord;
-  if (!pc || e->closing || pc->busy) return 0;
-  if (pc->recount) recount(pc);
-  if (pc->c.count[ARBOR_GATE_POSTSTOP][ARBOR_PH_WAITING] == 0) return 0;
-  step(e, pc);
+  if (!pc || e->closing || pc->busy ||
+      pc->c.count[ARBOR_GATE_POSTSTOP][ARBOR_PH_WAITING] == 0)
+    return 0;
+  /* the others' phases may be stale (a parent declared DEAD is canceled
+     without the cancellation hook): this runs once per stop */
+  pc->recount = 1;
+  step(e, pc, 1);
   return 1;
 }
 

@@ -170,6 +170,9 @@ local function print_event(ev)
   elseif ev.kind == "state" then
     line = string.format("%s %-24s %s -> %s%s", fmt_time(ev.time), ev.dn,
       ev.from, ev.to, ev.reason and ("  " .. ev.reason) or "")
+  elseif ev.kind == "coordinator" then
+    line = string.format("%s %-24s coordinator %s -> %s  (%s)", fmt_time(ev.time),
+      ev.dn, ev.from, ev.to, ev.reason or "")
   else
     line = string.format("%s %-24s %s: %s", fmt_time(ev.time), ev.dn, ev.kind,
       ev.reason or "")
@@ -274,12 +277,20 @@ function M.logs(dn, n) return engine():logs(dn, n) end
 function M.random() return engine():random() end
 
 --- Draws a tree snapshot (arbor.tree() or h:tree()) as indented text, one
--- node a line: name, state, restarts and last error.
+-- node a line: name, state, lifecycle (when not main), blocked, the
+-- coordinator state of a parent, restarts and last error.
 function M.render(t)
   t = t or M.tree()
   local lines = {}
   local function walk(n, prefix, last, top)
     local label = string.format("%s [%s]", n.name, n.state)
+    if n.lifecycle and n.lifecycle ~= "main" then
+      label = label .. " " .. n.lifecycle .. (n.sidecar and " sidecar" or "")
+    end
+    if n.blocked then label = label .. " blocked" end
+    if n.coordinator and #(n.children or {}) > 0 then
+      label = label .. " {" .. n.coordinator .. "}"
+    end
     if n.restarts and n.restarts > 0 then
       label = label .. string.format(" restarts=%d", n.restarts)
     end
