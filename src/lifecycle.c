@@ -27,6 +27,8 @@ static arbor_phase phase_of(const arbor_node *n) {
                                     : ARBOR_PH_READY;
   if (n->incarnation == 0)
     return n->state == ARBOR_CANCELED ? ARBOR_PH_FAILED : ARBOR_PH_WAITING;
+  if ((n->lc & ARBOR_LC_BLOCKED) && (n->flags & ARBOR_F_PENDING))
+    return ARBOR_PH_WAITING; /* a restart held at its closed gate */
   int done = n->state == ARBOR_DONE;
   if (done && !arbor_node_canceled(n)) return ARBOR_PH_DONE;
   /* no restart: retired, held (its policy gave up), or under a canceled
@@ -113,7 +115,25 @@ const char *arbor_lc_state(const pnode *pn) {
 int arbor_lc_blocked(const pnode *pn) {
   const arbor_node *n = &pn->n;
   return (n->lc & ARBOR_LC_BLOCKED) && (n->flags & ARBOR_F_PENDING) &&
-         n->incarnation == 0;
+         !arbor_node_running(n);
+}
+
+int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn) {
+  arbor_node *n = &pn->n;
+  arbor_pcoord *pc = coord_of(n->parent);
+  if (!pc || (pc->c.started &&
+              arbor_gate_open((arbor_coord_state)pc->c.state, gate_of(n))))
+    return 0;
+  arbor_sched_disarm(&e->sched, &pn->wake);
+  n->flags |= ARBOR_F_PENDING;
+  n->lc |= ARBOR_LC_BLOCKED;
+  if (n->incarnation == 0 && n->state != ARBOR_NEW) {
+    arbor__set_reason(e, arbor_str_lit("blocked at its lifecycle gate"));
+    arbor_tree_set_state(n, ARBOR_NEW);
+    arbor__set_reason(e, NULL);
+  }
+  arbor__lc_touch(e, pn);
+  return 1;
 }
 
 void arbor__lc_touch(arbor_engine *e, pnode *pn) {
@@ -132,6 +152,18 @@ void arbor__lc_touch(arbor_engine *e, pnode *pn) {
       (g == ARBOR_GATE_PRESTART || g == ARBOR_GATE_POSTSTART))
     n->lc |= ARBOR_LC_RETIRED;
   queue(e, pc);
+}
+
+void arbor__lc_exited(arbor_engine *e, pnode *pn) {
+  arbor_node *n = &pn->n;
+  arbor__lc_touch(e, pn);
+  /* a poststop child that ended while its parent stops: what it left
+     running (or waiting to start) stops now */
+  if ((n->lc & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP && n->parent &&
+      !(n->flags & (ARBOR_F_DETACHED | ARBOR_F_PENDING)) &&
+      !arbor_node_running(n) && !arbor_node_canceled(n) &&
+      arbor_node_canceled(n->parent))
+    arbor_engine_cancel(e, pn);
 }
 
 void arbor__lc_started(arbor_engine *e, pnode *pn) {
@@ -333,6 +365,10 @@ int arbor__lc_poststop_first(arbor_engine *e, pnode *pn) {
 }
 
 void arbor__lc_bound(arbor_engine *e, pnode *pn) {
+  if (!arbor_node_running(&pn->n)) { /* it ended; its children run on */
+    arbor_engine_cancel(e, pn);
+    return;
+  }
   if (pn->pflags & PN_NOTIFIED) return;
   pnode_stop *st = arbor__stop_of(pn);
   if (arbor_timer_armed(&st->deadline)) return;
@@ -340,16 +376,14 @@ void arbor__lc_bound(arbor_engine *e, pnode *pn) {
              arbor__step_time(e) + pn->shutdown);
 }
 
-/* The bound passed: the poststop child is closed now, or, when it still
-   has running children, stopped in order like any canceled node. */
+/* The bound passed: the poststop child is canceled like any node (its
+   children first, then it is told, and its own shutdown deadline runs). */
 void arbor__lc_bound_fired(arbor_engine *e, pnode *pn) {
   arbor_str *why = arbor_str_fmt("poststop ran past its shutdown time "
-                                 "(%.6gs) while its parent stops (L3)",
+                                 "(%.6gs) while its parent stops: canceled "
+                                 "(L3)",
                                  pn->shutdown);
   arbor_engine_log(e, pn, why);
   arbor_str_unref(why);
-  if (pn->n.live == 1)
-    arbor__force_close(e, pn);
-  else
-    arbor_engine_cancel(e, pn);
+  arbor_engine_cancel(e, pn);
 }

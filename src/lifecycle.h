@@ -42,6 +42,10 @@ const char *arbor_lc_name(unsigned lc);
 
 /* Engine-side hooks (processor.c, loop.c). */
 void arbor__lc_touch(arbor_engine *e, pnode *pn);   /* pn may have changed */
+void arbor__lc_exited(arbor_engine *e, pnode *pn);  /* after pn's exit */
+/* pn is about to start: 1 when its gate is closed, so it waits (blocked)
+   instead, e.g. a restart of a child that was canceled while blocked. */
+int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn);
 void arbor__lc_started(arbor_engine *e, pnode *pn); /* a new incarnation */
 void arbor__lc_stepped(arbor_engine *e, pnode *pn); /* first step ended */
 void arbor__lc_canceled(arbor_engine *e, pnode *pn);

@@ -63,7 +63,7 @@ static void fire(arbor_engine *e, arbor_timer *t) {
     break;
   case TIMER_BOUND:
     pn = ((pnode_stop *)((char *)t - offsetof(pnode_stop, deadline)))->owner;
-    if (arbor_node_running(&pn->n)) arbor__lc_bound_fired(e, pn);
+    if (!arbor_node_canceled(&pn->n)) arbor__lc_bound_fired(e, pn);
     break;
   }
 }

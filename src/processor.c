@@ -105,6 +105,7 @@ void arbor__set_reason(arbor_engine *e, arbor_str *r) {
 
 void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
+  if (arbor__lc_hold_at_gate(e, pn)) return; /* L7: gates control starting */
   arbor_state from = (arbor_state)pn->n.state;
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->n.incarnation > 0) {
@@ -246,7 +247,7 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
   arbor_node_ref(a = &pn->n); /* a decision may discard pn */
   arbor_node *cand = arbor_gc_candidate(a);
   if (cand) arbor__decide(e, (pnode *)cand);
-  arbor__lc_touch(e, pn); /* exited, maybe given up: its parent's gates */
+  arbor__lc_exited(e, pn); /* maybe given up: its parent's gates */
   arbor_node_unref(a);
 }
 
@@ -349,6 +350,10 @@ int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err) {
   }
   if (!n->parent && e->stop_requested && n->live > 0) {
     *err = "the tree is being stopped";
+    return -1;
+  }
+  if (arbor_lc_blocked(pn)) {
+    *err = "it waits behind a closed lifecycle gate (L7)";
     return -1;
   }
   n->flags &= (uint8_t)~ARBOR_F_HELD;

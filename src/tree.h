@@ -145,8 +145,10 @@ void arbor_tree_exit(arbor_node *n, arbor_state s);
    through the state hook. Setting DEAD also cancels n's own context. */
 void arbor_tree_set_state(arbor_node *n, arbor_state s);
 /* Cancels the context of n and every descendant (T7), except poststop
-   children below n and their subtrees (L3: they run when their parent
-   stops; only canceling them directly reaches them). Nodes pending their
+   children below n that run or wait behind their gate, and their
+   subtrees (L3: they
+   run when their parent stops; only canceling them directly reaches
+   them). Nodes pending their
    first start become CANCELED, and so do descendants waiting for a delayed
    restart; n itself, when it waits for a delayed restart (pending with
    incarnation > 0), is left as it is. Returns the number of contexts newly
