@@ -99,7 +99,7 @@ arbor.run(function(ctx)
   for i = 1, n do ctx:run("p" .. i, parent) end
   ctx:run("timer", function(c)
     c:signal("healthy")
-    c:sleep(0.05) -- let the others settle
+    c:sleep(0.5) -- let the others settle
     local e = core.current()
     local w0 = e:stats().wakeups
     c:sleep(secs_idle)
