@@ -6,6 +6,9 @@
 
 #include "internal.h"
 
+/* Why a coordinator winds down (arbor_pcoord.cause). */
+enum { WIND_STOPPING = 1, WIND_MAIN_FINISHED, WIND_PRESTART_GAVE_UP };
+
 static const char *const lc_names[] = {"main", "prestart", "poststart",
                                        "poststop"};
 
@@ -278,9 +281,9 @@ static const char *move_reason(const arbor_pcoord *pc, arbor_coord_state to) {
   case ARBOR_CO_POSTSTART: return "every main child healthy or exited (L2)";
   case ARBOR_CO_RUNNING: return "poststart jobs finished";
   case ARBOR_CO_POSTSTOP:
-    if (pc->cause == 8)
+    if (pc->cause == WIND_PRESTART_GAVE_UP)
       return "a prestart child gave up: main will not start (L8)";
-    if (pc->cause == 4)
+    if (pc->cause == WIND_MAIN_FINISHED)
       return "every main child finished; the others exited (L4)";
     return "the parent is stopping; the others exited (L3)";
   default: return "";
@@ -316,9 +319,9 @@ static void step(arbor_engine *e, arbor_pcoord *pc, int stop_ready) {
   for (;;) {
     if (!c->winding && arbor_coord_wind_wanted(c)) {
       c->winding = 1;
-      pc->cause = c->stopping                           ? 3
-                  : c->state <= ARBOR_CO_PRESTART ? 8
-                                                        : 4;
+      pc->cause = c->stopping ? WIND_STOPPING
+                  : c->state <= ARBOR_CO_PRESTART ? WIND_PRESTART_GAVE_UP
+                                                  : WIND_MAIN_FINISHED;
     }
     arbor_coord_state from = (arbor_coord_state)c->state;
     arbor_coord_state to = arbor_coord_next(c);

@@ -21,7 +21,7 @@ typedef struct arbor_pcoord {
   uint8_t recount;           /* phases to be recomputed (parent canceled) */
   uint8_t wound;             /* wind-down retirements done */
   uint8_t added;             /* a child was added since */
-  uint8_t cause;             /* why it winds down: 3 (L3), 4 (L4) or 8 (L8) */
+  uint8_t cause;             /* why it winds down (lifecycle.c) */
 } arbor_pcoord;
 
 /* Checks that a child with lifecycle bits lc (ARBOR_LC_*) may be added to
