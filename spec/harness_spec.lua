@@ -187,7 +187,7 @@ describe("H2 harness operations", function()
     assert.is_false(ok)
     assert.matches("dn must be a string", e2, 1, true)
     -- events, with a filter
-    local all = h:events()
+    local all = h:events{kind = "state"}
     assert.equal(4, #all)
     local w = h:events{dn = "root.w"}
     assert.equal(2, #w)

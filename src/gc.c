@@ -5,6 +5,7 @@ int arbor_gc_wants(const arbor_node *n) {
   if (n->flags & (ARBOR_F_RUNNING | ARBOR_F_PENDING | ARBOR_F_HELD |
                   ARBOR_F_DETACHED))
     return 0;
+  if (n->lc & ARBOR_LC_RETIRED) return 0; /* L4, L5 */
   switch (n->state) {
   case ARBOR_DEAD:
   case ARBOR_CANCELED:

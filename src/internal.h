@@ -36,6 +36,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
 void arbor__after_exit(arbor_engine *e, pnode *pn);
 void arbor__stop_advance(arbor_engine *e, pnode *pn);
 void arbor__drain(arbor_engine *e);
+pnode_stop *arbor__stop_of(pnode *pn);
 
 /* loop.c */
 void arbor__need_drain(arbor_engine *e);

@@ -13,6 +13,7 @@
 typedef struct arbor_child_opts {
   int policy_idx; /* stack index of the policy function, or 0 */
   double shutdown;
+  unsigned lc; /* lifecycle and sidecar (ARBOR_LC_*) */
 } arbor_child_opts;
 
 const char *arbor_dn(pnode *pn, char *buf, size_t size);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "l_arbor.h"
+#include "lifecycle.h"
 
 typedef struct lctx {
   pnode *pn;
@@ -234,12 +235,58 @@ static int ctx_log(lua_State *L) {
 
 /* ---- children ------------------------------------------------------- */
 
+/* Reads the option `lifecycle` or `sidecar` (value on top) into o. */
+static void read_lifecycle_opt(lua_State *L, pnode *parent,
+                               arbor_child_opts *o, const char *what,
+                               const char *k) {
+  static const char *const names[] = {"main", "prestart", "poststart",
+                                      "poststop", NULL};
+  char buf[ARBOR_DN_BUF];
+  if (k[0] == 's') {
+    if (!lua_isboolean(L, -1))
+      luaL_error(L, "%s: %s: option 'sidecar' must be a boolean, got %s",
+                 arbor_dn(parent, buf, sizeof buf), what,
+                 luaL_typename(L, -1));
+    if (lua_toboolean(L, -1)) o->lc |= ARBOR_LC_SIDECAR;
+    return;
+  }
+  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  for (unsigned i = 0; v && names[i]; i++)
+    if (strcmp(v, names[i]) == 0) {
+      o->lc = (o->lc & ~(unsigned)ARBOR_LC_KIND) | i;
+      return;
+    }
+  if (v)
+    luaL_error(L,
+               "%s: %s: option 'lifecycle' must be \"prestart\", "
+               "\"poststart\", \"poststop\" or \"main\", got \"%s\"",
+               arbor_dn(parent, buf, sizeof buf), what, v);
+  luaL_error(L,
+             "%s: %s: option 'lifecycle' must be \"prestart\", "
+             "\"poststart\", \"poststop\" or \"main\", got %s",
+             arbor_dn(parent, buf, sizeof buf), what, luaL_typename(L, -1));
+}
+
+/* Raises when a child behind o's gate could never start now (L0). */
+static void check_gate(lua_State *L, pnode *parent, const arbor_child_opts *o,
+                       const char *what, const char *name) {
+  const char *gate = arbor_lc_check_add(parent, o->lc);
+  if (!gate) return;
+  char buf[ARBOR_DN_BUF];
+  luaL_error(L,
+             "%s: %s: cannot add %s child '%s': the coordinator is in state "
+             "%s and the %s gate never opens again in this incarnation (L0)",
+             arbor_dn(parent, buf, sizeof buf), what, gate, name,
+             arbor_lc_state(parent), gate);
+}
+
 /* Reads ctx:run / ctx:group options at idx into o. Raises on bad input. */
 static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
                       const char *what) {
   char buf[ARBOR_DN_BUF];
   o->policy_idx = 0;
   o->shutdown = 5.0;
+  o->lc = ARBOR_LC_MAIN;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
     luaL_error(L, "%s: %s: options must be a table, got %s",
@@ -261,6 +308,8 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
                    "(seconds)",
                    arbor_dn(parent, buf, sizeof buf), what);
       o->shutdown = s;
+    } else if (k && (strcmp(k, "lifecycle") == 0 || strcmp(k, "sidecar") == 0)) {
+      read_lifecycle_opt(L, parent, o, what, k);
     } else {
       luaL_error(L, "%s: %s: unknown option '%s'",
                  arbor_dn(parent, buf, sizeof buf), what,
@@ -268,6 +317,14 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
     }
     lua_pop(L, 1);
   }
+  if ((o->lc & ARBOR_LC_SIDECAR) &&
+      (o->lc & ARBOR_LC_KIND) != ARBOR_LC_PRESTART &&
+      (o->lc & ARBOR_LC_KIND) != ARBOR_LC_POSTSTART)
+    luaL_error(L,
+               "%s: %s: option 'sidecar' is valid on prestart and poststart "
+               "children only, not on a %s child (L0)",
+               arbor_dn(parent, buf, sizeof buf), what,
+               arbor_lc_name(o->lc));
   if (o->policy_idx) {
     lua_getfield(L, idx, "policy");
     o->policy_idx = lua_gettop(L);
@@ -302,6 +359,8 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
   c->shutdown = o->shutdown;
+  c->n.lc = (uint8_t)o->lc;
+  arbor_lc_register(e, c);
   return c;
 }
 
@@ -313,7 +372,7 @@ static void launch(pnode *c) {
     arbor_str_unref(r);
     return;
   }
-  arbor_engine_start(pn_engine(c), c);
+  if (arbor_lc_admit(pn_engine(c), c)) arbor_engine_start(pn_engine(c), c);
 }
 
 static int ctx_run(lua_State *L) {
@@ -331,6 +390,7 @@ static int ctx_run(lua_State *L) {
                       arbor_dn(pn, buf, sizeof buf), name, luaL_typename(L, 3));
   arbor_child_opts o;
   read_opts(L, 4, pn, &o, "ctx:run");
+  check_gate(L, pn, &o, "ctx:run", name);
   launch(spawn(L, pn, name, len, 3, &o));
   return 0;
 }
@@ -369,6 +429,10 @@ static int ctx_group(lua_State *L) {
     lua_pop(L, 1);
   }
   if (count == 0) return 0;
+  lua_pushnil(L);
+  lua_next(L, 2);
+  check_gate(L, pn, &o, "ctx:group", lua_tostring(L, -2));
+  lua_pop(L, 2);
   const char **names = lua_newuserdatauv(L, count * sizeof *names, 0);
   size_t i = 0;
   lua_pushnil(L);

@@ -10,6 +10,7 @@
 
 #include "gc.h"
 #include "l_arbor.h"
+#include "lifecycle.h"
 
 typedef struct lengine {
   arbor_engine *e;
@@ -252,7 +253,7 @@ static void setbool(lua_State *L, const char *k, int v) {
 static void push_summary(lua_State *L, pnode *pn, int extra) {
   arbor_node *n = &pn->n;
   char buf[ARBOR_DN_BUF];
-  lua_createtable(L, 0, 8 + extra);
+  lua_createtable(L, 0, 10 + extra);
   lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
   lua_setfield(L, -2, "dn");
   lua_pushstring(L, n->name);
@@ -262,9 +263,15 @@ static void push_summary(lua_State *L, pnode *pn, int extra) {
   setint(L, "restarts", pn->restarts);
   setint(L, "incarnation", (lua_Integer)n->incarnation);
   setstr(L, "error", pn->error);
-  setbool(L, "blocked", 0);
-  lua_pushliteral(L, "main");
+  setbool(L, "blocked", arbor_lc_blocked(pn));
+  lua_pushstring(L, arbor_lc_name(n->lc));
   lua_setfield(L, -2, "lifecycle");
+  setbool(L, "sidecar", (n->lc & ARBOR_LC_SIDECAR) != 0);
+  const char *co = arbor_lc_state(pn);
+  if (co) {
+    lua_pushstring(L, co);
+    lua_setfield(L, -2, "coordinator");
+  }
 }
 
 /* [-0, +1, m] the fields of T13a for pn. */
@@ -275,7 +282,7 @@ static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
   push_summary(L, pn, 16);
   setint(L, "consecutive", pn->consecutive);
   setstr(L, "traceback", pn->trace);
-  setbool(L, "sidecar", 0);
+  setbool(L, "retired", (n->lc & ARBOR_LC_RETIRED) != 0);
   setbool(L, "running", arbor_node_running(n));
   setbool(L, "canceled", arbor_node_canceled(n));
   setbool(L, "held", (n->flags & ARBOR_F_HELD) != 0);
@@ -378,6 +385,11 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
     lua_pushstring(L, arbor_state_name((arbor_state)ev->from));
     lua_setfield(L, -2, "from");
     lua_pushstring(L, arbor_state_name((arbor_state)ev->to));
+    lua_setfield(L, -2, "to");
+  } else if (ev->kind == ARBOR_EV_COORDINATOR) {
+    lua_pushstring(L, arbor_coord_state_name((arbor_coord_state)ev->from));
+    lua_setfield(L, -2, "from");
+    lua_pushstring(L, arbor_coord_state_name((arbor_coord_state)ev->to));
     lua_setfield(L, -2, "to");
   }
   if (ev->reason) {
@@ -560,6 +572,9 @@ static int l_stats(lua_State *L) {
   setint(L, "resumes", (lua_Integer)e->resumes);
   setint(L, "restarts", (lua_Integer)e->restarts);
   setint(L, "policy_calls", (lua_Integer)e->policy_calls);
+  setint(L, "lifecycle_evaluations", (lua_Integer)e->lc_evals);
+  setint(L, "lifecycle_moves", (lua_Integer)e->lc_moves);
+  setint(L, "lifecycle_changes", (lua_Integer)e->lc_changes);
   setint(L, "nodes", (lua_Integer)e->tree.nnodes);
   setint(L, "live", e->tree.root->live);
   return 1;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lifecycle.h"
 #include "watchdog.h"
 
 /* ---- clock ---------------------------------------------------------- */
@@ -60,6 +61,10 @@ static void fire(arbor_engine *e, arbor_timer *t) {
     pn = ((pnode_stop *)((char *)t - offsetof(pnode_stop, deadline)))->owner;
     if (arbor_node_running(&pn->n)) arbor__force_close(e, pn);
     break;
+  case TIMER_BOUND:
+    pn = ((pnode_stop *)((char *)t - offsetof(pnode_stop, deadline)))->owner;
+    if (!arbor_node_canceled(&pn->n)) arbor__lc_bound_fired(e, pn);
+    break;
   }
 }
 
@@ -75,7 +80,7 @@ static void fire_due(arbor_engine *e) {
 }
 
 int arbor_engine_finished(arbor_engine *e) {
-  return e->tree.root->live == 0 && !e->ready_head &&
+  return e->tree.root->live == 0 && !e->ready_head && !e->lc_head &&
          !arbor_sched_peek(&e->sched);
 }
 
@@ -243,7 +248,7 @@ int arbor_engine_settle(arbor_engine *e) {
       arbor_watchdog_idle();
       return -1;
     }
-  } while (e->ready_head ||
+  } while (e->ready_head || e->lc_head ||
            (arbor_sched_peek(&e->sched) &&
             arbor_sched_peek(&e->sched)->due <= arbor__step_time(e)));
   arbor_watchdog_idle();

@@ -18,6 +18,7 @@
 #include "exec.h"
 #include "gc.h"
 #include "home.h"
+#include "lifecycle.h"
 #include "watchdog.h"
 
 /* The engine running the calling code, if any (set while draining). */
@@ -106,6 +107,7 @@ void arbor__set_reason(arbor_engine *e, arbor_str *r) {
 
 void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
+  if (arbor__lc_hold_at_gate(e, pn)) return; /* L7: gates control starting */
   arbor_state from = (arbor_state)pn->n.state;
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->n.incarnation > 0) {
@@ -114,6 +116,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   }
   arbor_tree_start(&pn->n);
   pn->pflags &= PN_INLIST;
+  arbor__lc_started(e, pn);
   pn->wait = WAIT_NONE;
   pn->resume = RESUME_VALUES;
   pn->shield = 0;
@@ -244,8 +247,11 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
       arbor__stop_advance(e, p);
     a = a->parent;
   }
-  arbor_node *cand = arbor_gc_candidate(&pn->n);
+  arbor_node_ref(a = &pn->n); /* a decision may discard pn */
+  arbor_node *cand = arbor_gc_candidate(a);
   if (cand) arbor__decide(e, (pnode *)cand);
+  arbor__lc_exited(e, pn); /* maybe given up: its parent's gates */
+  arbor_node_unref(a);
 }
 
 /* ---- cancellation and ordered stop (T7, T12) ------------------------ */
@@ -259,6 +265,8 @@ static pnode_stop *stop_of(pnode *pn) {
   }
   return pn->stop;
 }
+
+pnode_stop *arbor__stop_of(pnode *pn) { return stop_of(pn); }
 
 /* Tells pn's incarnation it is canceled: its blocking calls raise from now
    on, and it has `shutdown` seconds to exit. */
@@ -292,6 +300,10 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
       c = pn->stop && pn->stop->cursor ? &pn->stop->cursor->n : NULL;
     }
     while (c && c->live == 0) c = c->prev;
+    if (!c && arbor__lc_poststop_first(e, pn)) { /* L3: poststop runs first */
+      c = pn->n.last;
+      while (c && c->live == 0) c = c->prev;
+    }
     if (c || pn->stop) stop_of(pn)->cursor = (pnode *)c;
     if (!c) {
       pn->pflags &= (uint8_t)~PN_STOPPING;
@@ -300,6 +312,10 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
     }
     pnode *child = (pnode *)c;
     if (child->pflags & PN_STOPPING) return; /* already under way */
+    if (!arbor_node_canceled(c)) { /* a poststop child: bounded (L3) */
+      arbor__lc_bound(e, child);
+      return;
+    }
     pn = child;
   }
 }
@@ -321,6 +337,7 @@ void arbor_engine_hold(arbor_engine *e, pnode *pn) {
     arbor__set_reason(e, NULL);
   }
   arbor_engine_cancel(e, pn);
+  arbor__lc_touch(e, pn);
 }
 
 void arbor_engine_stop(arbor_engine *e) {
@@ -336,6 +353,10 @@ int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err) {
   }
   if (!n->parent && e->stop_requested && n->live > 0) {
     *err = "the tree is being stopped";
+    return -1;
+  }
+  if (arbor_lc_blocked(pn)) {
+    *err = "it waits behind a closed lifecycle gate (L7)";
     return -1;
   }
   n->flags &= (uint8_t)~ARBOR_F_HELD;
@@ -379,6 +400,11 @@ static void hook_state(arbor_node *n, arbor_state from, void *ud) {
   if (n->state == ARBOR_CANCELED && !arbor_node_running(n))
     arbor_sched_disarm(&e->sched, &pn->wake); /* a pending start canceled */
   arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, e->reason);
+  arbor__lc_touch(e, pn);
+}
+
+static void hook_canceled(arbor_node *n, void *ud) {
+  arbor__lc_canceled(ud, (pnode *)n);
 }
 
 /* A discarded node: its incarnation, Lua references and records go now;
@@ -387,6 +413,7 @@ static void hook_detached(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
   pnode *pn = (pnode *)n;
   lua_State *L = e->L;
+  arbor__lc_detached(pn);
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->stop) {
     arbor_sched_disarm(&e->sched, &pn->stop->deadline);
@@ -416,7 +443,7 @@ static void hook_detached(arbor_node *n, void *ud) {
    node that something (a ctx kept by Lua code) still referenced. */
 static void hook_release(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
-  (void)n;
+  arbor__lc_free((pnode *)n);
   if (e->zombie && e->tree.allocated == 0) free(e);
 }
 
@@ -583,6 +610,7 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   int status = lua_resume(co, e->L, nargs, &nres);
   arbor_watchdog_leave(co);
   e->current = prev;
+  if (!(pn->pflags & PN_STEPPED)) arbor__lc_stepped(e, pn);
   if (status == LUA_YIELD) {
     lua_pop(co, nres);
     if (pn->wait == WAIT_NONE) arbor__enqueue(e, pn); /* a plain coroutine.yield() */
@@ -625,6 +653,7 @@ void arbor__drain(arbor_engine *e) {
   arbor_engine *prev = arbor__current;
   arbor__current = e;
   size_t batch = e->ready_len > DRAIN_MIN ? e->ready_len : DRAIN_MIN;
+  arbor__lc_run(e);
   while (batch > 0 && e->ready_head) {
     pnode *pn = e->ready_head;
     e->ready_head = pn->ready_next;
@@ -637,6 +666,7 @@ void arbor__drain(arbor_engine *e) {
     batch--;
     arbor__step_begin(e);
     resume_node(e, pn);
+    arbor__lc_run(e);
     arbor__deliver_events(e);
   }
   arbor__current = prev;
@@ -650,7 +680,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
                                size_t ring_cap) {
   arbor_engine *e = calloc(1, sizeof *e);
   if (!e) return NULL;
-  arbor_hooks hooks = {NULL, hook_state, hook_release, e, hook_detached};
+  arbor_hooks hooks = {hook_canceled, hook_state, hook_release, e, hook_detached};
   if (arbor_tree_init(&e->tree, sizeof(pnode), &hooks) < 0 ||
       arbor_ring_init(&e->ring, ring_cap) < 0) {
     arbor_tree_close(&e->tree);
@@ -697,6 +727,7 @@ static void on_close(uv_handle_t *h) { (*(int *)h->data)--; }
 void arbor_engine_free(arbor_engine *e) {
   lua_State *L = e->L;
   arbor__kill_all(e);
+  arbor__lc_clear(e);
   /* empty the ready queue in one pass, so discarding stays linear */
   for (pnode *pn = e->ready_head, *next; pn; pn = next) {
     next = pn->ready_next;

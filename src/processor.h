@@ -26,7 +26,7 @@ enum { RESUME_VALUES = 0, RESUME_CANCEL, RESUME_FAIL };
 enum { WAIT_NONE = 0, WAIT_SLEEP, WAIT_CANCEL, WAIT_PARK };
 
 /* Timer kinds. */
-enum { TIMER_WAKE = 1, TIMER_RESTART, TIMER_DEADLINE };
+enum { TIMER_WAKE = 1, TIMER_RESTART, TIMER_DEADLINE, TIMER_BOUND };
 
 /* Per-node processor flags. */
 enum {
@@ -37,6 +37,7 @@ enum {
   PN_INLIST = 1u << 4,   /* linked in the ready queue (maybe no longer
                             wanted: removal is lazy, O(1)) */
   PN_DEFER = 1u << 5,    /* ctx:defer was called (defer.c) */
+  PN_STEPPED = 1u << 6,  /* the incarnation's first step ended */
 };
 
 #define ARBOR_LOG_LINES 64
@@ -68,6 +69,7 @@ typedef struct pnode {
   arbor_timer wake;    /* sleep, or a delayed restart */
   struct pnode *ready_next;
   pnode_stop *stop;    /* NULL until first stopped */
+  struct arbor_pcoord *coord; /* lifecycle coordinator, made at the first child */
   arbor_str *error, *trace;
   double *failures;    /* ring of recent failure times, lazily allocated */
   arbor_logs *logs;    /* lazily allocated */
@@ -137,6 +139,9 @@ struct arbor_engine {
   int policy_depth;       /* policy calls in progress */
   pnode *policy_pn;       /* the node its policy is deciding now */
   int shared_ref;         /* counted references to functions */
+  /* lifecycle coordinators to evaluate (lifecycle.c), and counters */
+  struct arbor_pcoord *lc_head, *lc_tail;
+  uint64_t lc_evals, lc_moves, lc_changes;
 };
 
 /* The engine of a node: its tree is the engine's. */

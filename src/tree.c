@@ -265,7 +265,10 @@ size_t arbor_tree_cancel(arbor_node *n) {
      visited; below n, a canceled node's subtree is canceled already. */
   size_t count = (size_t)cancel_one(n);
   for (arbor_node *p = preorder_next(n, n, 0); p;) {
-    int fresh = cancel_one(p);
+    int poststop = (p->lc & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP &&
+                   ((p->flags & ARBOR_F_RUNNING) ||
+                    ((p->flags & ARBOR_F_PENDING) && (p->lc & ARBOR_LC_BLOCKED)));
+    int fresh = poststop ? 0 : cancel_one(p);
     count += (size_t)fresh;
     p = preorder_next(p, n, !fresh);
   }

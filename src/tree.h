@@ -29,6 +29,20 @@ enum arbor_flags {
   ARBOR_F_FORCED = 1u << 6,   /* ended by a forced close at its deadline */
 };
 
+/* A node's place in its parent's lifecycle (L-rules, gate.h), in
+   arbor_node.lc: the lifecycle in the low two bits, then flags. */
+enum arbor_lifecycle {
+  ARBOR_LC_MAIN = 0,
+  ARBOR_LC_PRESTART,
+  ARBOR_LC_POSTSTART,
+  ARBOR_LC_POSTSTOP,
+  ARBOR_LC_KIND = 3u,         /* mask of the lifecycle */
+  ARBOR_LC_SIDECAR = 1u << 2, /* a prestart or poststart sidecar */
+  ARBOR_LC_BLOCKED = 1u << 3, /* waiting behind a closed gate */
+  ARBOR_LC_RETIRED = 1u << 4, /* finished with for this parent incarnation:
+                                 the GC does not restart it (L4, L5) */
+};
+
 #define ARBOR_NAME_MAX 64
 
 typedef struct arbor_node arbor_node;
@@ -49,6 +63,8 @@ struct arbor_node {
   uint8_t state;             /* arbor_state */
   uint8_t flags;             /* arbor_flags */
   uint8_t namelen;
+  uint8_t lc;                /* arbor_lifecycle and its flags */
+  uint8_t phase;             /* arbor_phase known to the parent's coordinator */
   char *name;                /* NUL-terminated, stored after the node */
 };
 
@@ -128,7 +144,11 @@ void arbor_tree_exit(arbor_node *n, arbor_state s);
 /* Sets n's state (the processor's signals and declarations), reporting it
    through the state hook. Setting DEAD also cancels n's own context. */
 void arbor_tree_set_state(arbor_node *n, arbor_state s);
-/* Cancels the context of n and every descendant (T7). Nodes pending their
+/* Cancels the context of n and every descendant (T7), except poststop
+   children below n that run or wait behind their gate, and their
+   subtrees (L3: they
+   run when their parent stops; only canceling them directly reaches
+   them). Nodes pending their
    first start become CANCELED, and so do descendants waiting for a delayed
    restart; n itself, when it waits for a delayed restart (pending with
    incarnation > 0), is left as it is. Returns the number of contexts newly

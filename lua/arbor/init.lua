@@ -175,6 +175,17 @@ local function fmt_time(t)
   return string.format("%9.3f", t)
 end
 
+--- Raises when opts give the root a lifecycle: the root has no parent,
+-- so no coordinator orders it (L0).
+function M._check_root_options(what, opts)
+  for _, k in ipairs{"lifecycle", "sidecar"} do
+    if opts[k] ~= nil then
+      error(string.format("%s: root: option '%s' is not allowed on the root "
+        .. "(L0: the root has no parent coordinator to order it)", what, k), 3)
+    end
+  end
+end
+
 --- The event printer used by `arbor run`.
 local function print_event(ev)
   local line
@@ -184,6 +195,9 @@ local function print_event(ev)
   elseif ev.kind == "state" then
     line = string.format("%s %-24s %s -> %s%s", fmt_time(ev.time), ev.dn,
       ev.from, ev.to, ev.reason and ("  " .. ev.reason) or "")
+  elseif ev.kind == "coordinator" then
+    line = string.format("%s %-24s coordinator %s -> %s  (%s)", fmt_time(ev.time),
+      ev.dn, ev.from, ev.to, ev.reason or "")
   else
     line = string.format("%s %-24s %s: %s", fmt_time(ev.time), ev.dn, ev.kind,
       ev.reason or "")
@@ -216,6 +230,7 @@ function M.run(root, opts)
     error("arbor.run(root, opts): opts must be a table, got " .. type(opts), 2)
   end
   opts = opts or {}
+  M._check_root_options("arbor.run", opts)
   for k in pairs(opts) do
     if not run_options[k] then
       error("arbor.run: unknown option '" .. tostring(k) .. "'", 2)
@@ -313,12 +328,20 @@ function M.logs(dn, n) return engine():logs(dn, n) end
 function M.random() return engine():random() end
 
 --- Draws a tree snapshot (arbor.tree() or h:tree()) as indented text, one
--- node a line: name, state, restarts and last error.
+-- node a line: name, state, lifecycle (when not main), blocked, the
+-- coordinator state of a parent, restarts and last error.
 function M.render(t)
   t = t or M.tree()
   local lines = {}
   local function walk(n, prefix, last, top)
     local label = string.format("%s [%s]", n.name, n.state)
+    if n.lifecycle and n.lifecycle ~= "main" then
+      label = label .. " " .. n.lifecycle .. (n.sidecar and " sidecar" or "")
+    end
+    if n.blocked then label = label .. " blocked" end
+    if n.coordinator and #(n.children or {}) > 0 then
+      label = label .. " {" .. n.coordinator .. "}"
+    end
     if n.restarts and n.restarts > 0 then
       label = label .. string.format(" restarts=%d", n.restarts)
     end

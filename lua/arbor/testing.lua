@@ -46,6 +46,7 @@ function Harness:start(root, opts)
     error("h:start(root): the root runnable must be a function, got " .. type(root), 2)
   end
   opts = opts or {}
+  arbor._check_root_options("h:start", opts)
   self.engine:start(root, opts.policy, opts.shutdown)
   self:settle()
   return self
