@@ -22,6 +22,7 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
 
 void arbor_open_ctx(lua_State *L);
 void arbor_open_engine(lua_State *L);
+void arbor_open_window(lua_State *L);
 
 int luaopen_arbor_core(lua_State *L);
 

@@ -48,6 +48,7 @@ int luaopen_arbor_core(lua_State *L) {
   luaL_newlib(L, funcs);
   arbor_open_ctx(L);
   arbor_open_engine(L);
+  arbor_open_window(L);
   luaL_getmetatable(L, ARBOR_CTX_MT);
   lua_getfield(L, -1, "methods");
   lua_setfield(L, -3, "ctx_methods");

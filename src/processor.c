@@ -117,6 +117,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   pn->shield = 0;
   pn->done = 0;
   pn->started = arbor__step_time(e);
+  pn->healthy_at = -1;
   lua_State *co;
   if (e->npool > 0) {
     e->npool--;
@@ -193,11 +194,13 @@ void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
 void arbor__record_failure(arbor_engine *e, pnode *pn) {
   pn->consecutive++;
   if (!pn->failures) {
-    pn->failures = calloc(ARBOR_FAILURES, sizeof(double));
+    pn->failures = calloc(1, sizeof *pn->failures);
     if (!pn->failures) return;
+    pn->failures->memory_ref = LUA_NOREF;
   }
+  pn->failures->count++;
   unsigned idx = (pn->fail_start + pn->nfail) % ARBOR_FAILURES;
-  pn->failures[idx] = arbor__step_time(e);
+  pn->failures->time[idx] = arbor__step_time(e);
   if (pn->nfail < ARBOR_FAILURES)
     pn->nfail++;
   else
@@ -398,6 +401,7 @@ static void hook_detached(arbor_node *n, void *ud) {
   pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   arbor_str_set(&pn->error, NULL);
   arbor_str_set(&pn->trace, NULL);
+  if (pn->failures) luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
   free(pn->failures);
   pn->failures = NULL;
   pn->nfail = 0;
@@ -474,6 +478,7 @@ void arbor_engine_unref_fn(arbor_engine *e, int ref) {
 static void pnode_init(pnode *pn) {
   pn->co_ref = pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   pn->shutdown = 5.0;
+  pn->healthy_at = -1;
 }
 
 pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,
@@ -497,6 +502,7 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
   if (strcmp(what, "healthy") == 0) {
     if (n->state != ARBOR_NEW) return "healthy";
     pn->consecutive = 0;
+    pn->healthy_at = arbor__step_time(e);
     arbor_tree_set_state(n, ARBOR_HEALTHY);
     return NULL;
   }
@@ -591,12 +597,14 @@ static void resume_node(arbor_engine *e, pnode *pn) {
       arbor__node_exit(e, pn, ARBOR_DONE, NULL, NULL);
     else if (pn->pflags & PN_NOTIFIED)
       arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
-    else
+    else {
+      pn->pflags |= PN_RETURNED;
       arbor__node_exit(e, pn, ARBOR_DEAD,
                 arbor_str_fmt("runnable returned without signaling done "
                               "(state %s)",
                               arbor_state_name((arbor_state)pn->n.state)),
                 NULL);
+    }
     return;
   }
   if ((pn->pflags & PN_NOTIFIED) && arbor_is_canceled(co, -1)) {

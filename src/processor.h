@@ -36,7 +36,25 @@ enum {
   PN_QUEUED = 1u << 3,   /* to be resumed: wanted in the ready queue */
   PN_INLIST = 1u << 4,   /* linked in the ready queue (maybe no longer
                             wanted: removal is lazy, O(1)) */
+  PN_RETURNED = 1u << 5, /* the last incarnation returned without done */
+  PN_AUTODONE = 1u << 6, /* ending DONE by auto_shutdown (strategy.c) */
 };
+
+/* Per-node strategy flags (pnode.gflags), set when the node is created:
+   see strategy.c. */
+enum {
+  GF_STRATEGY = 3u,          /* mask: GS_* of the node's ctx:group */
+  GF_ORDERED = 1u << 2,      /* waits for the previous member's HEALTHY */
+  GF_SIGNIFICANT = 1u << 3,  /* its DONE counts for the parent's auto_shutdown */
+  GF_AUTO = 3u << 4,         /* mask: GA_* << 4, the node's own auto_shutdown */
+  GF_MEMBER = 1u << 6,       /* created by ctx:group */
+  GF_FIRST = 1u << 7,        /* the first member of its group */
+};
+enum { GS_ONE_FOR_ALL = 0, GS_REST_FOR_ONE = 1, GS_ONE_FOR_ONE = 2 };
+enum { GA_NEVER = 0, GA_ANY = 1, GA_ALL = 2 };
+
+/* The last restart decision (pnode.decision), for explain. */
+enum { DECISION_NONE = 0, DECISION_RESTART, DECISION_STOP, DECISION_ESCALATE };
 
 #define ARBOR_LOG_LINES 64
 #define ARBOR_THREAD_POOL 256
@@ -49,6 +67,16 @@ typedef struct arbor_logs {
 } arbor_logs;
 
 struct pnode;
+
+/* A node's failure history, made at its first failure: the times of its
+   recent failures (a ring), how many it had, and the table its policies
+   keep their own state in (P1 `memory`). Kept across restarts and policy
+   swaps (T13), dropped when the node is discarded. */
+typedef struct pnode_hist {
+  double time[ARBOR_FAILURES];
+  uint64_t count;  /* failures recorded so far */
+  int memory_ref;  /* LUA_NOREF until a policy reads ev.memory */
+} pnode_hist;
 
 /* What a node needs while it is being stopped, made at its first stop:
    most nodes never stop, and this keeps them smaller. */
@@ -68,7 +96,8 @@ typedef struct pnode {
   struct pnode *ready_next;
   pnode_stop *stop;    /* NULL until first stopped */
   arbor_str *error, *trace;
-  double *failures;    /* ring of recent failure times, lazily allocated */
+  double healthy_at;   /* engine time the incarnation became HEALTHY, or -1 */
+  pnode_hist *failures; /* failure history, lazily allocated */
   arbor_logs *logs;    /* lazily allocated */
   int co_ref;          /* anchors co */
   int fn_ref;          /* the runnable */
@@ -84,6 +113,8 @@ typedef struct pnode {
   uint8_t nargs;       /* values pushed on co for the next resume */
   uint8_t done;        /* signaled done */
   uint8_t nfail, fail_start;
+  uint8_t gflags;      /* GF_*: group strategy, significant, auto_shutdown */
+  uint8_t decision;    /* DECISION_* of the last policy decision */
 } pnode;
 
 struct arbor_engine {
