@@ -273,6 +273,7 @@ void arbor__decide(arbor_engine *e, pnode *pn) {
     return;
   }
   pn->n.flags |= ARBOR_F_HELD;
+  arbor__group_release(e, pn); /* given up: no longer holds the next member */
   pnode *parent = (pnode *)pn->n.parent;
   if (!parent) {
     e->gave_up = 1;

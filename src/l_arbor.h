@@ -13,7 +13,19 @@
 typedef struct arbor_child_opts {
   int policy_idx; /* stack index of the policy function, or 0 */
   double shutdown;
+  int gflags;     /* GF_SIGNIFICANT, GF_AUTO, GF_STRATEGY, GF_ORDERED */
+  int grouping;   /* strategy or ordered given (ctx:group only) */
 } arbor_child_opts;
+
+/* Reads the strategy options of ctx:run / ctx:group / the root (key at -2,
+   value at -1 of L) into o. Returns 0 when the key is not one of them;
+   raises on a bad value. strategy.c's options, in l_strategy.c. */
+int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
+                       const char *where, const char *what);
+/* Raises when the options read make no sense together (what: "ctx:run",
+   "ctx:group" or "start"). */
+void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
+                          const char *where, const char *what);
 
 const char *arbor_dn(pnode *pn, char *buf, size_t size);
 pnode *arbor_check_ctx(lua_State *L, int idx);

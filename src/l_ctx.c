@@ -240,6 +240,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
   char buf[ARBOR_DN_BUF];
   o->policy_idx = 0;
   o->shutdown = 5.0;
+  o->gflags = o->grouping = 0;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
     luaL_error(L, "%s: %s: options must be a table, got %s",
@@ -261,6 +262,9 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
                    "(seconds)",
                    arbor_dn(parent, buf, sizeof buf), what);
       o->shutdown = s;
+    } else if (k && arbor_strategy_opt(L, k, o, arbor_dn(parent, buf, sizeof buf),
+                                       what)) {
+      /* read */
     } else {
       luaL_error(L, "%s: %s: unknown option '%s'",
                  arbor_dn(parent, buf, sizeof buf), what,
@@ -268,6 +272,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
     }
     lua_pop(L, 1);
   }
+  arbor_strategy_check(L, o, arbor_dn(parent, buf, sizeof buf), what);
   if (o->policy_idx) {
     lua_getfield(L, idx, "policy");
     o->policy_idx = lua_gettop(L);
@@ -302,6 +307,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
   c->shutdown = o->shutdown;
+  c->gflags = (uint8_t)o->gflags;
   return c;
 }
 
@@ -383,14 +389,17 @@ static int ctx_group(lua_State *L) {
     lua_getfield(L, 2, names[i]);
     pnode *c = spawn(L, pn, names[i], strlen(names[i]), top + 1, &o);
     lua_settop(L, top);
+    c->gflags |= GF_MEMBER;
     if (first)
       arbor_tree_group(&first->n, &c->n);
     else
-      first = c;
+      first = c, c->gflags |= GF_FIRST;
   }
-  /* Start in name order (T10). */
+  /* Start in name order (T10); a member may have been started by its
+     predecessor already (strategy.c). */
   for (arbor_node *n = &first->n;;) {
-    launch((pnode *)n);
+    if (n->state == ARBOR_CANCELED || (n->flags & ARBOR_F_PENDING))
+      launch((pnode *)n);
     n = n->next;
     if (!n) break;
   }

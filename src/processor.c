@@ -105,6 +105,7 @@ void arbor__set_reason(arbor_engine *e, arbor_str *r) {
 void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
   arbor_state from = (arbor_state)pn->n.state;
+  if (arbor__group_hold(e, pn)) return; /* waits for its predecessor */
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->n.incarnation > 0) {
     pn->restarts++;
@@ -134,6 +135,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
        pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   arbor__enqueue(e, pn);
+  arbor__group_release(e, pn);
 }
 
 /* ---- exits ---------------------------------------------------------- */
@@ -149,6 +151,7 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
      collected first, referenced, and skipped once discarded. */
   size_t exited = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
+    if (!arbor__group_spreads(pn, (pnode *)g)) continue;
     arbor_tree_cancel(g);
     arbor__stop_advance(e, (pnode *)g);
     if (g->live == 0) exited++;
@@ -158,7 +161,7 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
   if (!todo) abort(); /* out of memory */
   size_t k = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n && k < exited; g = g->gnext)
-    if (g->live == 0) {
+    if (g->live == 0 && arbor__group_spreads(pn, (pnode *)g)) {
       arbor_node_ref(g);
       todo[k++] = g;
     }
@@ -211,6 +214,7 @@ void arbor__record_failure(arbor_engine *e, pnode *pn) {
    DEAD, or a note; trace (taken) the traceback. */
 void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
                       arbor_str *reason, arbor_str *trace) {
+  s = arbor__auto_exit(pn, s);
   dequeue(pn);
   arbor__close_coroutine(e, pn);
   arbor_sched_disarm(&e->sched, &pn->wake);
@@ -230,6 +234,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   arbor_tree_exit(&pn->n, s);
   arbor__set_reason(e, NULL);
   if (s == ARBOR_DEAD && !declared) arbor__spread_death(e, pn);
+  if (s == ARBOR_DONE) arbor__significant_done(e, pn);
   arbor__after_exit(e, pn);
 }
 
@@ -504,6 +509,7 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
     pn->consecutive = 0;
     pn->healthy_at = arbor__step_time(e);
     arbor_tree_set_state(n, ARBOR_HEALTHY);
+    arbor__group_release(e, pn); /* an ordered successor may start */
     return NULL;
   }
   if (strcmp(what, "done") == 0) {
