@@ -235,6 +235,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   arbor__set_reason(e, NULL);
   if (s == ARBOR_DEAD && !declared) arbor__spread_death(e, pn);
   if (s == ARBOR_DONE) arbor__significant_done(e, pn);
+  arbor__group_release(e, pn); /* exited for good: the next member may start */
   arbor__after_exit(e, pn);
 }
 

@@ -54,14 +54,17 @@ static int will_start(const pnode *p) {
          (n->state == ARBOR_DONE && arbor_node_canceled(n));
 }
 
-/* pn's predecessor lets it start now. */
+/* pn's predecessor lets it start now. A running predecessor that was
+   canceled (the same death is stopping it) will restart: not yet. */
 static int predecessor_ready(const pnode *pn, const pnode *p) {
   const arbor_node *n = &p->n;
+  int up = arbor_node_running(n) && !arbor_node_canceled(n);
   if (pn->gflags & GF_ORDERED)
-    return (n->state == ARBOR_HEALTHY && arbor_node_running(n)) ||
-           (n->state == ARBOR_DONE && !will_start(p));
+    return (up && n->state == ARBOR_HEALTHY) ||
+           (n->state == ARBOR_DONE && !will_start(p) && !arbor_node_running(n)) ||
+           (up && n->state == ARBOR_DONE);
   if (strategy_of(pn) == GS_ONE_FOR_ONE) return 1;
-  return arbor_node_running(n) || !will_start(p);
+  return up || (!arbor_node_running(n) && !will_start(p));
 }
 
 pnode *arbor__group_waits_for(pnode *pn) {
