@@ -546,7 +546,7 @@ describe("T14 events", function()
     h:advance(2)
     assert.equal(1, calls)
     assert.equal(3, h:node("root.w").incarnation)
-    assert.matches("instruction budget", h:logs("root")[1].line, 1, true)
+    assert.matches("time budget exceeded", h:logs("root")[1].line, 1, true)
   end)
 
   it("delivers every event to a subscriber, even a burst larger than the ring", function()

@@ -239,7 +239,7 @@ describe("P3 faulty policies", function()
     {"returns a table", function() return {} end, "returned table"},
     {"returns an unknown string", function() return "restart" end,
       "returned string restart"},
-    {"loops forever", function() while true do end end, "instruction budget"},
+    {"loops forever", function() while true do end end, "time budget exceeded"},
   }
   for _, case in ipairs(faulty) do
     it("that " .. case[1] .. " is logged, recorded and the default decides", function()

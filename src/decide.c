@@ -12,20 +12,22 @@
 #include <string.h>
 
 #include "gc.h"
+#include "watchdog.h"
 
 /* ---- policies (P1-P3) ----------------------------------------------- */
 
-static void budget_hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  luaL_error(L, "instruction budget exceeded");
-}
-
-/* Calls the function on top of L with nargs under the instruction budget.
+/* Calls the function on top of L with nargs under the time budget (the
+   watchdog interrupts it past e->budget seconds). A count hook would be
+   deterministic, but it makes every Lua instruction of every policy call
+   several times dearer, and policies run at every restart.
    [-(nargs+1), +1, -]: pushes the result or the error message. */
 int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
-  lua_sethook(L, budget_hook, LUA_MASKCOUNT, e->instruction_budget);
+  arbor_watch saved;
+  arbor_watchdog_busy();
+  arbor_watchdog_push(&saved, L, e->budget,
+                      "time budget exceeded: ran %d ms (limit %d ms)");
   int st = lua_pcall(L, nargs, 1, 0);
-  lua_sethook(L, NULL, 0, 0);
+  arbor_watchdog_pop(&saved, L);
   return st;
 }
 
@@ -181,11 +183,14 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     push_policy_event(e, pn, L);
     pnode *outer = e->policy_pn;
+    const void *outer_ev = e->policy_ev;
     e->policy_pn = pn;
+    e->policy_ev = lua_topointer(L, -1);
     e->policy_depth++;
     int st = arbor__budget_call(e, L, 1);
     e->policy_depth--;
     e->policy_pn = outer;
+    e->policy_ev = outer_ev;
     arbor_str *why = NULL;
     if (st == LUA_OK) {
       lua_pushvalue(L, -1);

@@ -17,6 +17,7 @@
 
 #include "gc.h"
 #include "watchdog.h"
+#include "window.h"
 
 /* The engine running the calling code, if any (set while draining). */
 arbor_engine *arbor__current;
@@ -407,7 +408,10 @@ static void hook_detached(arbor_node *n, void *ud) {
   pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   arbor_str_set(&pn->error, NULL);
   arbor_str_set(&pn->trace, NULL);
-  if (pn->failures) luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
+  if (pn->failures) {
+    luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
+    arbor_window_list_free(pn->failures->windows);
+  }
   free(pn->failures);
   pn->failures = NULL;
   pn->nfail = 0;
@@ -679,7 +683,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->policy_ev_ref = LUA_NOREF;
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
-  e->instruction_budget = 10000000;
+  e->budget = 0.1;
   e->r_start = arbor_str_lit("start");
   e->r_restart = arbor_str_lit("restart");
   e->r_stop = arbor_str_lit("stop");

@@ -76,6 +76,7 @@ typedef struct pnode_hist {
   double time[ARBOR_FAILURES];
   uint64_t count;  /* failures recorded so far */
   int memory_ref;  /* LUA_NOREF until a policy reads ev.memory */
+  struct arbor_window_list *windows; /* intensity windows, by period */
 } pnode_hist;
 
 /* What a node needs while it is being stopped, made at its first stop:
@@ -162,10 +163,11 @@ struct arbor_engine {
   uint64_t rng;
   /* counters */
   uint64_t wakeups, resumes, restarts, policy_calls;
-  int instruction_budget; /* for policies and subscribers */
+  double budget;          /* seconds a policy or subscriber may run */
   int policy_ev_ref;      /* the reused policy event table */
   int policy_depth;       /* policy calls in progress */
   pnode *policy_pn;       /* the node its policy is deciding now */
+  const void *policy_ev;  /* and the event table it was given */
   int shared_ref;         /* counted references to functions */
 };
 

@@ -2,6 +2,7 @@
 #include "window.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int64_t slot_of(const arbor_window *w, double t) {
@@ -45,4 +46,27 @@ uint64_t arbor_window_add(arbor_window *w, double t, int64_t id) {
   if (w->epoch - slot >= ARBOR_WINDOW_SLOTS) return w->total; /* too old */
   w->count[idx(slot)]++;
   return ++w->total;
+}
+
+arbor_window *arbor_window_of(arbor_window_list **list, double period,
+                              double now, int *made) {
+  *made = 0;
+  for (arbor_window_list *l = *list; l; l = l->next)
+    if (l->period == period) return &l->w;
+  arbor_window_list *l = malloc(sizeof *l);
+  if (!l) return NULL;
+  l->period = period;
+  arbor_window_init(&l->w, period, now);
+  l->next = *list;
+  *list = l;
+  *made = 1;
+  return &l->w;
+}
+
+void arbor_window_list_free(arbor_window_list *list) {
+  while (list) {
+    arbor_window_list *next = list->next;
+    free(list);
+    list = next;
+  }
 }

@@ -33,4 +33,18 @@ uint64_t arbor_window_count(arbor_window *w, double t);
    adding the same id twice in a row counts it once. */
 uint64_t arbor_window_add(arbor_window *w, double t, int64_t id);
 
+/* The windows of one node, one per period (intensity policies of several
+   periods may decide the same node). */
+typedef struct arbor_window_list {
+  double period;
+  arbor_window w;
+  struct arbor_window_list *next;
+} arbor_window_list;
+
+/* The window of `period` in *list, made (empty, at now) when missing;
+   *made tells which. NULL when out of memory. */
+arbor_window *arbor_window_of(arbor_window_list **list, double period,
+                              double now, int *made);
+void arbor_window_list_free(arbor_window_list *list);
+
 #endif

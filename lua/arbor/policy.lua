@@ -194,21 +194,13 @@ function M.intensity(opts)
   -- intensity of the same period (a swap, T13) counts the failures the old
   -- one saw; another period starts from the engine's ring.
   local key, private = "intensity/" .. period, {}
-  local window = core.window
+  local count = core.intensity_count
+  local function count_private(ev) -- a plain table without memory
+    local copy = setmetatable({memory = memory_of(ev, private)}, {__index = ev})
+    return count(copy, key, period)
+  end
   return function(ev, pass)
-    local m = ev.memory or memory_of(ev, private)
-    local w = m[key]
-    local total
-    if w then
-      total = w:add(ev.now or 0, ev.failure)
-    else
-      local now = ev.now or 0
-      w = window(period, now)
-      local fs = ev.failures -- the ring ends with this failure
-      if fs then for i = 1, #fs - 1 do w:add(fs[i]) end end
-      total = w:add(now, ev.failure)
-      m[key] = w
-    end
+    local total = count(ev, key, period) or count_private(ev)
     if total > max then return exceeded_result(ev, pass) end
     if pass then return nil end
     return 0
