@@ -6,17 +6,14 @@
 #include <string.h>
 
 static int64_t slot_of(const arbor_window *w, double t) {
-  return (int64_t)floor(t / w->width);
-}
-
-static unsigned idx(int64_t slot) {
-  int64_t i = slot % ARBOR_WINDOW_SLOTS;
-  return (unsigned)(i < 0 ? i + ARBOR_WINDOW_SLOTS : i);
+  double x = t * w->per_second;
+  int64_t s = (int64_t)x;
+  return (double)s > x ? s - 1 : s; /* floor, without a libm call */
 }
 
 void arbor_window_init(arbor_window *w, double period, double now) {
   memset(w, 0, sizeof *w);
-  w->width = period / (ARBOR_WINDOW_SLOTS - 1);
+  w->per_second = (ARBOR_WINDOW_SLOTS - 1) / period;
   w->epoch = slot_of(w, now);
   w->last_id = -1;
 }
@@ -28,10 +25,10 @@ uint64_t arbor_window_count(arbor_window *w, double t) {
     memset(w->count, 0, sizeof w->count);
     w->total = 0;
   } else {
-    for (int64_t s = w->epoch + 1; s <= slot; s++) {
-      unsigned i = idx(s);
-      w->total -= w->count[i];
-      w->count[i] = 0;
+    for (int64_t s = w->epoch; s < slot; s++) {
+      w->head = w->head + 1 == ARBOR_WINDOW_SLOTS ? 0 : w->head + 1;
+      w->total -= w->count[w->head];
+      w->count[w->head] = 0;
     }
   }
   w->epoch = slot;
@@ -42,9 +39,13 @@ uint64_t arbor_window_add(arbor_window *w, double t, int64_t id) {
   if (id >= 0 && id == w->last_id) return w->total;
   if (id >= 0) w->last_id = id;
   arbor_window_count(w, t);
-  int64_t slot = slot_of(w, t);
-  if (w->epoch - slot >= ARBOR_WINDOW_SLOTS) return w->total; /* too old */
-  w->count[idx(slot)]++;
+  int64_t back = w->epoch - slot_of(w, t); /* 0: the newest bucket */
+  if (back >= ARBOR_WINDOW_SLOTS) return w->total; /* too old */
+  unsigned i = back <= (int64_t)w->head
+                   ? w->head - (unsigned)back
+                   : w->head + ARBOR_WINDOW_SLOTS - (unsigned)back;
+  if (w->count[i] < UINT32_MAX) w->count[i]++;
+  else return w->total;
   return ++w->total;
 }
 

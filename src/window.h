@@ -16,11 +16,12 @@
 #define ARBOR_WINDOW_SLOTS 17
 
 typedef struct arbor_window {
-  double width;    /* seconds per bucket */
-  int64_t epoch;   /* bucket number (time / width) of the newest bucket */
-  uint64_t total;  /* failures in the window */
-  int64_t last_id; /* id of the last failure added (-1: none) */
-  uint64_t count[ARBOR_WINDOW_SLOTS];
+  double per_second; /* buckets per second: 1 / bucket width */
+  int64_t epoch;     /* bucket number (time * per_second) of the newest */
+  int64_t last_id;   /* id of the last failure added (-1: none) */
+  uint64_t total;    /* failures in the window */
+  unsigned head;     /* index in count of the newest bucket */
+  uint32_t count[ARBOR_WINDOW_SLOTS]; /* saturating */
 } arbor_window;
 
 /* An empty window of `period` seconds (> 0) whose newest bucket holds now. */

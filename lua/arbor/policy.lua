@@ -148,6 +148,21 @@ function M.never() return "stop" end
 -- kept in ev.memory instead.
 local EXACT = 16
 
+local count = core.intensity_count
+
+local function exceeded(give_up, ev, pass)
+  if type(give_up) == "function" then return give_up(ev, pass) end
+  return give_up
+end
+
+-- Called on a plain table without `memory` (a test calling the policy by
+-- hand): the windows of such calls are kept here, by dn.
+local plain = {}
+local function count_plain(ev, key, period)
+  local copy = setmetatable({memory = memory_of(ev, plain)}, {__index = ev})
+  return count(copy, key, period)
+end
+
 --- OTP's restart intensity: more than `max` failures within `period`
 -- seconds (the failure being decided included) and the policy gives up the
 -- way `then` says: "escalate" (the default), "stop", or another policy that
@@ -173,10 +188,6 @@ function M.intensity(opts)
     error("arbor.policy.intensity: 'then' must be \"escalate\", \"stop\" or a "
       .. "policy (a function), got " .. tostring(give_up), 2)
   end
-  local function exceeded_result(ev, pass)
-    if type(give_up) == "function" then return give_up(ev, pass) end
-    return give_up
-  end
   if max < EXACT then
     local need = math.floor(max) + 1 -- failures that exceed the limit
     return function(ev, pass)
@@ -184,24 +195,20 @@ function M.intensity(opts)
       local n = fs and #fs or 1
       local now = ev.now or 0
       if n >= need and (need == 1 or now - fs[n - need + 1] <= period) then
-        return exceeded_result(ev, pass)
+        return exceeded(give_up, ev, pass)
       end
       if pass then return nil end
       return 0
     end
   end
-  -- The window is kept in the node's memory under its period, so a new
-  -- intensity of the same period (a swap, T13) counts the failures the old
-  -- one saw; another period starts from the engine's ring.
-  local key, private = "intensity/" .. period, {}
-  local count = core.intensity_count
-  local function count_private(ev) -- a plain table without memory
-    local copy = setmetatable({memory = memory_of(ev, private)}, {__index = ev})
-    return count(copy, key, period)
-  end
+  -- The engine keeps the window with the node's failure history, under its
+  -- period, so a new intensity of the same period (a swap, T13) counts the
+  -- failures the old one saw; another period starts from the engine's ring.
+  -- One closure per instance: a tree may have one per node.
+  local key = "intensity/" .. period
   return function(ev, pass)
-    local total = count(ev, key, period) or count_private(ev)
-    if total > max then return exceeded_result(ev, pass) end
+    local total = count(ev, key, period) or count_plain(ev, key, period)
+    if total > max then return exceeded(give_up, ev, pass) end
     if pass then return nil end
     return 0
   end

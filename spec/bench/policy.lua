@@ -14,7 +14,9 @@ local function report(name, value, unit, target, ok)
 end
 
 -- Restart storm: n nodes that fail as soon as they start, for `seconds`,
--- under the policy made by make() (one per node, as a real tree has).
+-- under the policy made by make() for each node. The rate is per second of
+-- the process's CPU time: the development machine is shared, and the other
+-- processes' load only moves wall-clock figures.
 local function storm(n, seconds, make)
   local restarts, elapsed
   arbor.run(function(ctx)
@@ -24,10 +26,10 @@ local function storm(n, seconds, make)
     ctx:run("timer", function(c)
       c:signal("healthy")
       local e = core.current()
-      local r0, t0 = e:stats().restarts, core.hrtime()
+      local r0, t0 = e:stats().restarts, os.clock()
       c:sleep(seconds)
       restarts = e:stats().restarts - r0
-      elapsed = (core.hrtime() - t0) / 1e9
+      elapsed = os.clock() - t0
       arbor.stop()
       c:wait()
     end)
@@ -51,7 +53,7 @@ print(string.format("arbor %s policy benchmarks%s", arbor.version,
 
 -- Alternate the two, several rounds, and compare the best of each: the
 -- machine's noise (other processes) only ever slows a round down.
-local secs, rounds = size(2, 0.1), size(5, 1)
+local secs, rounds = size(0.5, 0.1), size(15, 1)
 storm(1000, secs / 4, immediate) -- warm up
 local best_imm, best_lim, best_each = 0, 0, 0
 for _ = 1, rounds do
@@ -59,7 +61,7 @@ for _ = 1, rounds do
   best_lim = math.max(best_lim, storm(1000, secs, limited))
   best_each = math.max(best_each, storm(1000, secs, limited_each))
 end
-report("storm, 1000 nodes, immediate", best_imm, "/s", "(reference)", true)
+report("storm, 1000 nodes, immediate (per CPU second)", best_imm, "/s", "(reference)", true)
 report("storm, 1000 nodes, chain(intensity{1e9, 1}, immediate)", best_lim, "/s",
   ">= 90% of it", best_lim >= 0.9 * best_imm)
 report("  ratio", best_lim / best_imm, "x", ">= 0.9", best_lim >= 0.9 * best_imm)
