@@ -287,14 +287,14 @@ static void push_strategy_fields(lua_State *L, pnode *pn) {
     lua_pushstring(L, decisions[pn->decision]);
     lua_setfield(L, -2, "decision");
   }
-  if (!arbor_node_running(n) && n->live > 0) {
+  if (n->live > (arbor_node_running(n) ? 1u : 0u)) { /* a descendant runs */
     arbor_node *d = n;
-    while (!arbor_node_running(d)) {
+    do {
       arbor_node *c = d->first;
       while (c && c->live == 0) c = c->next;
       if (!c) break;
       d = c;
-    }
+    } while (!arbor_node_running(d));
     lua_pushstring(L, arbor_dn((pnode *)d, buf, sizeof buf));
     lua_setfield(L, -2, "waiting_for");
   }
