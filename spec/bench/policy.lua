@@ -51,19 +51,28 @@ end
 print(string.format("arbor %s policy benchmarks%s", arbor.version,
   small and " (small sizes: figures are not meaningful)" or ""))
 
--- Alternate the two, several rounds, and compare the best of each: the
--- machine's noise (other processes) only ever slows a round down.
+-- Alternate them in short rounds: the two storms of a round run back to
+-- back, under the same load from other processes, and the figure is the
+-- median of the rounds' ratios (the rates shown are medians too).
+local function median(xs)
+  local c = {table.unpack(xs)}
+  table.sort(c)
+  return c[(#c + 1) // 2]
+end
+
 local secs, rounds = size(0.5, 0.1), size(15, 1)
 storm(1000, secs / 4, immediate) -- warm up
-local best_imm, best_lim, best_each = 0, 0, 0
-for _ = 1, rounds do
-  best_imm = math.max(best_imm, storm(1000, secs, immediate))
-  best_lim = math.max(best_lim, storm(1000, secs, limited))
-  best_each = math.max(best_each, storm(1000, secs, limited_each))
+local imm, lim, each, r_lim, r_each = {}, {}, {}, {}, {}
+for i = 1, rounds do
+  imm[i] = storm(1000, secs, immediate)
+  lim[i] = storm(1000, secs, limited)
+  each[i] = storm(1000, secs, limited_each)
+  r_lim[i], r_each[i] = lim[i] / imm[i], each[i] / imm[i]
 end
-report("storm, 1000 nodes, immediate (per CPU second)", best_imm, "/s", "(reference)", true)
-report("storm, 1000 nodes, chain(intensity{1e9, 1}, immediate)", best_lim, "/s",
-  ">= 90% of it", best_lim >= 0.9 * best_imm)
-report("  ratio", best_lim / best_imm, "x", ">= 0.9", best_lim >= 0.9 * best_imm)
-report("  the same, one policy instance per node", best_each, "/s", "", true)
-report("  ratio", best_each / best_imm, "x", "", true)
+local ratio, ratio_each = median(r_lim), median(r_each)
+report("storm, 1000 nodes, immediate (per CPU second)", median(imm), "/s", "(reference)", true)
+report("storm, 1000 nodes, chain(intensity{1e9, 1}, immediate)", median(lim), "/s",
+  ">= 90% of it", ratio >= 0.9)
+report("  ratio (median of rounds)", ratio, "x", ">= 0.9", ratio >= 0.9)
+report("  the same, one policy instance per node", median(each), "/s", "", true)
+report("  ratio (median of rounds)", ratio_each, "x", "", true)
