@@ -282,7 +282,7 @@ end
 
 -- ---- simulate, curve, plot (P6) --------------------------------------------
 
--- splitmix64, as the engine's generator is seeded: a fixed seed gives the
+-- splitmix64, a small seedable generator: a fixed seed gives the
 -- same jitter on every run.
 local function splitmix(seed)
   local x = seed
