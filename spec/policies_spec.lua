@@ -221,6 +221,21 @@ describe("simulate and curve", function()
     assert.are_not.same(policy.curve(p, 8, {seed = 1}), policy.curve(p, 8, {seed = 2}))
   end)
 
+  it("draws the same jitter as a harness with the same seed", function()
+    local p = policy.exponential()
+    local h = failing(p, 1, {seed = 7})
+    h:advance(30)
+    local got = decisions(h, "root.w")
+    local sim = policy.simulate(p, {uptimes = {1, 1, 1, 1, 1, 1}}, {seed = 7})
+    for i = 1, 6 do assert.equal(got[i], sim[i].delay) end
+    -- exact delays for a fixed seed
+    local c = policy.curve(policy.exponential{initial = 1, multiplier = 2, jitter = 0.5}, 3, {seed = 1})
+    assert.same(c, policy.curve(policy.exponential{initial = 1, multiplier = 2, jitter = 0.5}, 3, {seed = 1}))
+    for i, d in ipairs(c) do
+      assert.is_true(d >= 0.5 * 2 ^ (i - 1) and d <= 1.5 * 2 ^ (i - 1))
+    end
+  end)
+
   it("simulate takes failure times and returns decisions with their times", function()
     local r = policy.simulate(policy.chain(policy.intensity{max = 2, period = 10, ["then"] = "stop"},
       policy.constant(1)), {0, 5, 9, 30})

@@ -282,17 +282,17 @@ end
 
 -- ---- simulate, curve, plot (P6) --------------------------------------------
 
--- splitmix64, a small seedable generator: a fixed seed gives the
--- same jitter on every run.
-local function splitmix(seed)
-  local x = seed
+-- The engine's generator (xorshift64*, src/loop.c) and its draw
+-- (l_engine.c): simulate(p, trace, {seed = s}) draws the same jitter as a
+-- harness made with testing.new{seed = s} whose only random draws are that
+-- policy's.
+local function xorshift(seed)
+  local x = seed ~= 0 and seed or 0x9E3779B97F4A7C15
   return function()
-    x = x + 0x9E3779B97F4A7C15
-    local z = x
-    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-    z = z ~ (z >> 31)
-    return (z >> 11) * 0x1.0p-53
+    x = x ~ (x >> 12)
+    x = x ~ (x << 25)
+    x = x ~ (x >> 27)
+    return ((x * 2685821657736338717) >> 11) * 0x1.0p-53
   end
 end
 
@@ -332,7 +332,7 @@ function M.simulate(p, failures, opts)
   local started = opts.start or 0
   local consecutive, restarts = 0, 0
   local saved = sim_random
-  sim_random = splitmix(seed)
+  sim_random = xorshift(seed)
   local ok, err = pcall(function()
     for i, entry in ipairs(list) do
       local spec = type(entry) == "table" and entry or nil
