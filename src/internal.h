@@ -45,7 +45,6 @@ void arbor__deliver_events(arbor_engine *e);
 
 /* strategy.c: group strategies and significant children */
 int arbor__group_spreads(pnode *dead, pnode *member);
-pnode *arbor__group_waits_for(pnode *pn);
 int arbor__group_hold(arbor_engine *e, pnode *pn);
 void arbor__group_release(arbor_engine *e, pnode *pn);
 void arbor__significant_done(arbor_engine *e, pnode *pn);

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "gc.h"
-#include "internal.h"
 #include "l_arbor.h"
 
 typedef struct lengine {
@@ -299,7 +298,7 @@ static void push_strategy_fields(lua_State *L, pnode *pn) {
     lua_setfield(L, -2, "waiting_for");
   }
   if ((n->flags & ARBOR_F_PENDING) && !arbor_timer_armed(&pn->wake)) {
-    pnode *p = arbor__group_waits_for(pn);
+    pnode *p = arbor_engine_waits_for(pn);
     if (p) {
       lua_pushstring(L, arbor_dn(p, buf, sizeof buf));
       lua_setfield(L, -2, "waiting_member");

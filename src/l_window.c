@@ -7,7 +7,6 @@
 #include <lauxlib.h>
 #include <math.h>
 
-#include "internal.h"
 #include "l_arbor.h"
 #include "window.h"
 
@@ -78,7 +77,7 @@ static int l_intensity_count(lua_State *L) {
        history in C, which spares every table access */
     pnode *pn = e->policy_pn;
     pnode_hist *h = pn->failures;
-    double now = arbor__step_time(e);
+    double now = arbor_engine_step_time(e);
     int made;
     arbor_window *w = arbor_window_of(&h->windows, period, now, &made);
     if (w) {

@@ -24,6 +24,8 @@ arbor_engine *arbor__current;
 
 arbor_engine *arbor_engine_current(void) { return arbor__current; }
 
+double arbor_engine_step_time(arbor_engine *e) { return arbor__step_time(e); }
+
 /* ---- events --------------------------------------------------------- */
 
 /* Records an event; with subscribers, a copy waits in the outbox for them,

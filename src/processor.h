@@ -246,6 +246,10 @@ void arbor_engine_stuck(arbor_engine *e, void (*fn)(pnode *, void *), void *ud);
 
 /* The engine running the calling code, if any (set while draining). */
 arbor_engine *arbor_engine_current(void);
+/* The time of the current step (the clock is read once per step). */
+double arbor_engine_step_time(arbor_engine *e);
+/* The group member pn waits for before it starts (strategy.c), or NULL. */
+pnode *arbor_engine_waits_for(pnode *pn);
 
 
 /* Pushes the unique cancellation error value onto L. [-0, +1, -] */

@@ -67,7 +67,7 @@ static int predecessor_ready(const pnode *pn, const pnode *p) {
   return up || (!arbor_node_running(n) && !will_start(p));
 }
 
-pnode *arbor__group_waits_for(pnode *pn) {
+pnode *arbor_engine_waits_for(pnode *pn) {
   pnode *p = prev_member(pn);
   if (!p || predecessor_ready(pn, p)) return NULL;
   return p;
@@ -75,7 +75,7 @@ pnode *arbor__group_waits_for(pnode *pn) {
 
 int arbor__group_hold(arbor_engine *e, pnode *pn) {
   (void)e;
-  if (!arbor__group_waits_for(pn)) return 0;
+  if (!arbor_engine_waits_for(pn)) return 0;
   pn->n.flags |= ARBOR_F_PENDING; /* parked: released by its predecessor */
   return 1;
 }
