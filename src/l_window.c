@@ -1,8 +1,7 @@
-/* l_window.c: core.window(period [, now]), the sliding-window counter of
- * window.h as a Lua object for the intensity policy: w:add(t [, id]) and
- * w:count(t) return the failures in the window. A C object because
- * policies run under an instruction budget whose hook makes every Lua
- * instruction of a policy costly, and intensity must cost almost nothing.
+/* l_window.c: core.intensity_count, the bookkeeping of the intensity
+ * policy (lua/arbor/policy.lua) on the sliding-window counter of window.h.
+ * In C because intensity decides at every restart of a storm and must cost
+ * almost nothing next to the restart itself (spec/bench/policy.lua).
  */
 #include <lauxlib.h>
 #include <math.h>
@@ -12,62 +11,16 @@
 
 #define WINDOW_MT "arbor.Window"
 
-/* The metatable, also under a pointer key: comparing by pointer is cheaper
-   than luaL_checkudata's lookup by name, and intensity calls add at every
-   decision. */
+/* The metatable of the windows kept in ev.memory (plain events), also
+   under a pointer key: comparing by pointer is cheaper than by name. */
 static const char window_mt_key = 'w';
 
-static arbor_window *check_window(lua_State *L) {
-  arbor_window *w = lua_touserdata(L, 1);
-  if (w && lua_getmetatable(L, 1)) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &window_mt_key);
-    int same = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-    if (same) return w;
-  }
-  return luaL_checkudata(L, 1, WINDOW_MT); /* raises the usual error */
-}
-
-static double check_time(lua_State *L, int idx) {
-  int isnum;
-  double t = lua_tonumberx(L, idx, &isnum);
-  if (!isnum) t = luaL_checknumber(L, idx);
-  if (!isfinite(t)) luaL_argerror(L, idx, "want a finite time");
-  return t;
-}
-
-static int l_window(lua_State *L) {
-  double period = luaL_checknumber(L, 1);
-  if (!(period > 0) || !isfinite(period))
-    return luaL_argerror(L, 1, "period: want a finite number > 0");
-  double now = lua_isnoneornil(L, 2) ? 0 : check_time(L, 2);
-  arbor_window *w = lua_newuserdatauv(L, sizeof *w, 0);
-  arbor_window_init(w, period, now);
-  luaL_setmetatable(L, WINDOW_MT);
-  return 1;
-}
-
-static int l_add(lua_State *L) {
-  arbor_window *w = check_window(L);
-  double t = check_time(L, 2);
-  int64_t id = lua_isinteger(L, 3) ? (int64_t)lua_tointeger(L, 3)
-                                   : (int64_t)luaL_optinteger(L, 3, -1);
-  lua_pushinteger(L, (lua_Integer)arbor_window_add(w, t, id));
-  return 1;
-}
-
-static int l_count(lua_State *L) {
-  arbor_window *w = check_window(L);
-  lua_pushinteger(L, (lua_Integer)arbor_window_count(w, check_time(L, 2)));
-  return 1;
-}
-
-/* core.intensity_count(ev, key, period) -> the failures of the node being
-   decided within its window of `period` seconds, this one included, or nil
-   when ev has no `memory` table. The window lives in ev.memory[key], made
-   at first use from ev.failures (the engine's ring, ending with this
-   failure). One C call: intensity decides at every restart, and this is
-   all its bookkeeping. */
+/* core.intensity_count(ev, key, period) -> the failures within the window
+   of `period` seconds, this one included. For the event the engine is
+   deciding with, the window lives with the node's failure history (C, by
+   period); for another table, in ev.memory[key] (nil when ev has no
+   `memory`). A new window starts from the failure ring. One C call:
+   intensity decides at every restart, and this is all its bookkeeping. */
 static int l_intensity_count(lua_State *L) {
   double period = lua_tonumber(L, 3);
   arbor_engine *e = arbor_engine_current();
@@ -131,22 +84,10 @@ static int l_intensity_count(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg methods[] = {
-    {"add", l_add},
-    {"count", l_count},
-    {NULL, NULL},
-};
-
-/* [-0, +0, m] registers core.window in the table on top. */
+/* [-0, +0, m] registers core.intensity_count in the table on top. */
 void arbor_open_window(lua_State *L) {
   luaL_newmetatable(L, WINDOW_MT);
-  lua_pushvalue(L, -1);
   lua_rawsetp(L, LUA_REGISTRYINDEX, &window_mt_key);
-  luaL_newlib(L, methods);
-  lua_setfield(L, -2, "__index");
-  lua_pop(L, 1);
-  lua_pushcfunction(L, l_window);
-  lua_setfield(L, -2, "window");
   lua_pushcfunction(L, l_intensity_count);
   lua_setfield(L, -2, "intensity_count");
 }
