@@ -95,6 +95,17 @@ describe("intensity", function()
     assert.equal(100, #decisions(h, "root.w"))
   end)
 
+  it("counts the same way in simulate and on plain tables", function()
+    local c = policy.curve(policy.intensity{max = 20, period = 10}, 30)
+    assert.equal(21, #c)
+    assert.equal("escalate", c[21])
+    local p = policy.intensity{max = 20, period = 10, ["then"] = "stop"}
+    for i = 1, 20 do assert.equal(0, p{dn = "x", now = i * 0.1}) end
+    assert.equal("stop", p{dn = "x", now = 2.1})
+    assert.equal(0, p{dn = "y", now = 2.1}) -- another node
+    assert.equal(0, p{dn = "x", now = 100}) -- long after
+  end)
+
   it("is O(1) per decision: the window never grows", function()
     local p = policy.chain(policy.intensity{max = 1e9, period = 1}, policy.immediate)
     local h = failing(p, 0.001)
