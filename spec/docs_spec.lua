@@ -85,3 +85,6 @@ describe("documented examples", function()
     assert.equal(0, h:node("root.producer").restarts)
   end)
 end)
+
+-- The example spec of docs/policies.md, kept working.
+assert(loadfile("docs/examples/policy_spec.lua", "t", _ENV))()

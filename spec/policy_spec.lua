@@ -36,7 +36,7 @@ local function copy(t)
 end
 
 describe("P1 the policy's argument", function()
-  it("carries dn, err, consecutive, restarts, failures, uptime and now", function()
+  it("carries dn, err, consecutive, restarts, failures, failure, uptime, healthy, returned, memory and now", function()
     local seen = {}
     local h = with_child(function(c)
       -- incarnation 3 becomes HEALTHY before failing
@@ -50,13 +50,16 @@ describe("P1 the policy's argument", function()
     h:advance(3)
     assert.equal(1, #seen)
     assert.same({dn = "root.w", err = "boom 1", consecutive = 1, restarts = 0,
-      failures = {3}, uptime = 3, now = 3}, seen[1])
+      failures = {3}, failure = 1, uptime = 3, healthy = 0, returned = false,
+      memory = {}, now = 3}, seen[1])
     h:advance(4) -- restarted at 4, fails at 7
     assert.same({dn = "root.w", err = "boom 2", consecutive = 2, restarts = 1,
-      failures = {3, 7}, uptime = 3, now = 7}, seen[2])
+      failures = {3, 7}, failure = 2, uptime = 3, healthy = 0, returned = false,
+      memory = {}, now = 7}, seen[2])
     h:advance(4) -- restarted at 8, HEALTHY, fails at 11
     assert.same({dn = "root.w", err = "boom 3", consecutive = 1, restarts = 2,
-      failures = {3, 7, 11}, uptime = 3, now = 11}, seen[3])
+      failures = {3, 7, 11}, failure = 3, uptime = 3, healthy = 3, returned = false,
+      memory = {}, now = 11}, seen[3])
     h:advance(4)
     assert.equal(2, seen[4].consecutive)
     assert.equal(3, seen[4].restarts)
@@ -236,7 +239,7 @@ describe("P3 faulty policies", function()
     {"returns a table", function() return {} end, "returned table"},
     {"returns an unknown string", function() return "restart" end,
       "returned string restart"},
-    {"loops forever", function() while true do end end, "instruction budget"},
+    {"loops forever", function() while true do end end, "time budget exceeded"},
   }
   for _, case in ipairs(faulty) do
     it("that " .. case[1] .. " is logged, recorded and the default decides", function()

@@ -12,20 +12,22 @@
 #include <string.h>
 
 #include "gc.h"
+#include "watchdog.h"
 
 /* ---- policies (P1-P3) ----------------------------------------------- */
 
-static void budget_hook(lua_State *L, lua_Debug *ar) {
-  (void)ar;
-  luaL_error(L, "instruction budget exceeded");
-}
-
-/* Calls the function on top of L with nargs under the instruction budget.
+/* Calls the function on top of L with nargs under the time budget (the
+   watchdog interrupts it past e->budget seconds). A count hook would be
+   deterministic, but it makes every Lua instruction of every policy call
+   several times dearer, and policies run at every restart.
    [-(nargs+1), +1, -]: pushes the result or the error message. */
 int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
-  lua_sethook(L, budget_hook, LUA_MASKCOUNT, e->instruction_budget);
+  arbor_watch saved;
+  arbor_watchdog_busy();
+  arbor_watchdog_push(&saved, L, e->budget,
+                      "time budget exceeded: ran %d ms (limit %d ms)");
   int st = lua_pcall(L, nargs, 1, 0);
-  lua_sethook(L, NULL, 0, 0);
+  arbor_watchdog_pop(&saved, L);
   return st;
 }
 
@@ -33,34 +35,61 @@ int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
 static void push_failures(lua_State *L, pnode *pn) {
   lua_createtable(L, pn->nfail, 0);
   for (unsigned i = 0; i < pn->nfail; i++) {
-    lua_pushnumber(L, pn->failures[(pn->fail_start + i) % ARBOR_FAILURES]);
+    lua_pushnumber(L, pn->failures->time[(pn->fail_start + i) % ARBOR_FAILURES]);
     lua_rawseti(L, -2, (lua_Integer)i + 1);
   }
 }
 
-/* __index of the reused event table: `failures` is built when a policy
-   reads it (most never do), from the node being decided. Upvalue 1: the
-   engine. */
+/* [-0, +1, m] pn's memory (P1): the table its policies keep state in,
+   made at first use and kept while the node is in the tree. */
+static void push_memory(lua_State *L, pnode *pn) {
+  pnode_hist *h = pn->failures;
+  if (!h) { /* cannot happen: a node is decided after a failure */
+    lua_newtable(L);
+    return;
+  }
+  if (h->memory_ref == LUA_NOREF) {
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    h->memory_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return;
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, h->memory_ref);
+}
+
+/* __index of the reused event table: `failures` and `memory` are built
+   when a policy reads them (most never do), from the node being decided.
+   Upvalue 1: the engine. */
 static int event_index(lua_State *L) {
   arbor_engine *e = lua_touserdata(L, lua_upvalueindex(1));
   const char *k = lua_tostring(L, 2);
-  if (!e->policy_pn || !k || strcmp(k, "failures") != 0) return 0;
-  push_failures(L, e->policy_pn);
+  if (!e->policy_pn || !k) return 0;
+  if (strcmp(k, "failures") == 0)
+    push_failures(L, e->policy_pn);
+  else if (strcmp(k, "memory") == 0)
+    push_memory(L, e->policy_pn);
+  else
+    return 0;
   lua_pushvalue(L, -1);
-  lua_setfield(L, 1, "failures"); /* kept for the next read */
+  lua_setfield(L, 1, k); /* kept for the next read */
   return 1;
 }
 
-/* __pairs of the reused event table: `failures` is filled in first, so a
-   policy that copies the table gets it. Upvalue 1: the engine. */
+/* __pairs of the reused event table: `failures` and `memory` are filled in
+   first, so a policy that copies the table gets them. Upvalue 1: the
+   engine. */
 static int event_pairs(lua_State *L) {
-  lua_pushliteral(L, "failures");
-  if (lua_rawget(L, 1) == LUA_TNIL) {
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_pushcclosure(L, event_index, 1);
-    lua_pushvalue(L, 1);
-    lua_pushliteral(L, "failures");
-    lua_call(L, 2, 0);
+  static const char *const lazy[] = {"failures", "memory"};
+  for (int i = 0; i < 2; i++) {
+    lua_pushstring(L, lazy[i]);
+    if (lua_rawget(L, 1) == LUA_TNIL) {
+      lua_pushvalue(L, lua_upvalueindex(1));
+      lua_pushcclosure(L, event_index, 1);
+      lua_pushvalue(L, 1);
+      lua_pushstring(L, lazy[i]);
+      lua_call(L, 2, 0);
+    }
+    lua_pop(L, 1);
   }
   lua_getglobal(L, "next");
   lua_pushvalue(L, 1);
@@ -79,7 +108,7 @@ static void push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
   if (reuse && e->policy_ev_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
   } else {
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 11);
     if (reuse) {
       lua_createtable(L, 0, 2);
       lua_pushlightuserdata(L, e);
@@ -109,8 +138,19 @@ static void push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
   else
     push_failures(L, pn);
   lua_setfield(L, -2, "failures");
+  if (!reuse || (pn->failures && pn->failures->memory_ref != LUA_NOREF))
+    push_memory(L, pn);
+  else
+    lua_pushnil(L); /* made when read, through event_index */
+  lua_setfield(L, -2, "memory");
+  lua_pushinteger(L, pn->failures ? (lua_Integer)pn->failures->count : 0);
+  lua_setfield(L, -2, "failure");
   lua_pushnumber(L, pn->exited - pn->started);
   lua_setfield(L, -2, "uptime");
+  lua_pushnumber(L, pn->healthy_at >= 0 ? pn->exited - pn->healthy_at : 0);
+  lua_setfield(L, -2, "healthy");
+  lua_pushboolean(L, (pn->pflags & PN_RETURNED) != 0);
+  lua_setfield(L, -2, "returned");
   lua_pushnumber(L, arbor__step_time(e));
   lua_setfield(L, -2, "now");
 }
@@ -143,11 +183,14 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     push_policy_event(e, pn, L);
     pnode *outer = e->policy_pn;
+    const void *outer_ev = e->policy_ev;
     e->policy_pn = pn;
+    e->policy_ev = lua_topointer(L, -1);
     e->policy_depth++;
     int st = arbor__budget_call(e, L, 1);
     e->policy_depth--;
     e->policy_pn = outer;
+    e->policy_ev = outer_ev;
     arbor_str *why = NULL;
     if (st == LUA_OK) {
       lua_pushvalue(L, -1);
@@ -222,6 +265,9 @@ void arbor__decide(arbor_engine *e, pnode *pn) {
                                           : NULL;
     arbor__emit_delay(e, pn, ARBOR_EV_POLICY, (arbor_state)pn->n.state,
                (arbor_state)pn->n.state, r, d == DECIDE_RESTART ? delay : -1);
+    pn->decision = d == DECIDE_STOP       ? DECISION_STOP
+                   : d == DECIDE_ESCALATE ? DECISION_ESCALATE
+                                          : DECISION_RESTART;
   }
   if (d == DECIDE_RESTART) {
     arbor_gc_reset(&pn->n);
@@ -232,6 +278,7 @@ void arbor__decide(arbor_engine *e, pnode *pn) {
     return;
   }
   pn->n.flags |= ARBOR_F_HELD;
+  arbor__group_release(e, pn); /* given up: no longer holds the next member */
   pnode *parent = (pnode *)pn->n.parent;
   if (!parent) {
     e->gave_up = 1;

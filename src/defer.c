@@ -41,7 +41,7 @@ static void defer_push(lua_State *L, pnode *pn, int idx) {
 
 void arbor__run_defers(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
-  pn->pflags &= (uint8_t)~PN_DEFER;
+  pn->pflags &= (uint16_t)~PN_DEFER;
   push_defers(L);
   lua_rawgetp(L, -1, pn);
   lua_pushnil(L);

@@ -44,6 +44,13 @@ void arbor__force_close(arbor_engine *e, pnode *pn);
 void arbor__kill_all(arbor_engine *e);
 void arbor__deliver_events(arbor_engine *e);
 
+/* strategy.c: group strategies and significant children */
+int arbor__group_spreads(pnode *dead, pnode *member);
+int arbor__group_hold(arbor_engine *e, pnode *pn);
+void arbor__group_release(arbor_engine *e, pnode *pn);
+void arbor__significant_done(arbor_engine *e, pnode *pn);
+arbor_state arbor__auto_exit(pnode *pn, arbor_state s);
+
 /* decide.c */
 void arbor__decide(arbor_engine *e, pnode *pn);
 int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);

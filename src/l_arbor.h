@@ -14,7 +14,19 @@ typedef struct arbor_child_opts {
   int policy_idx; /* stack index of the policy function, or 0 */
   double shutdown;
   unsigned lc; /* lifecycle and sidecar (ARBOR_LC_*) */
+  int gflags;     /* GF_SIGNIFICANT, GF_AUTO, GF_STRATEGY, GF_ORDERED */
+  int grouping;   /* strategy or ordered given (ctx:group only) */
 } arbor_child_opts;
+
+/* Reads the strategy options of ctx:run / ctx:group / the root (key at -2,
+   value at -1 of L) into o. Returns 0 when the key is not one of them;
+   raises on a bad value. strategy.c's options, in l_strategy.c. */
+int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
+                       const char *where, const char *what);
+/* Raises when the options read make no sense together (what: "ctx:run",
+   "ctx:group" or "start"). */
+void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
+                          const char *where, const char *what);
 
 const char *arbor_dn(pnode *pn, char *buf, size_t size);
 pnode *arbor_check_ctx(lua_State *L, int idx);
@@ -29,6 +41,7 @@ void arbor_open_control(lua_State *L);
 
 /* The engine of the engine object at idx; raises when closed. */
 arbor_engine *arbor_check_engine(lua_State *L, int idx);
+void arbor_open_window(lua_State *L);
 
 int luaopen_arbor_core(lua_State *L);
 

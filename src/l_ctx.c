@@ -287,6 +287,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
   o->policy_idx = 0;
   o->shutdown = 5.0;
   o->lc = ARBOR_LC_MAIN;
+  o->gflags = o->grouping = 0;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
     luaL_error(L, "%s: %s: options must be a table, got %s",
@@ -310,6 +311,9 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
       o->shutdown = s;
     } else if (k && (strcmp(k, "lifecycle") == 0 || strcmp(k, "sidecar") == 0)) {
       read_lifecycle_opt(L, parent, o, what, k);
+    } else if (k && arbor_strategy_opt(L, k, o, arbor_dn(parent, buf, sizeof buf),
+                                       what)) {
+      /* read */
     } else {
       luaL_error(L, "%s: %s: unknown option '%s'",
                  arbor_dn(parent, buf, sizeof buf), what,
@@ -325,6 +329,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
                "children only, not on a %s child (L0)",
                arbor_dn(parent, buf, sizeof buf), what,
                arbor_lc_name(o->lc));
+  arbor_strategy_check(L, o, arbor_dn(parent, buf, sizeof buf), what);
   if (o->policy_idx) {
     lua_getfield(L, idx, "policy");
     o->policy_idx = lua_gettop(L);
@@ -359,6 +364,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
   c->shutdown = o->shutdown;
+  c->gflags = (uint8_t)o->gflags;
   c->n.lc = (uint8_t)o->lc;
   arbor_lc_register(e, c);
   return c;
@@ -447,14 +453,17 @@ static int ctx_group(lua_State *L) {
     lua_getfield(L, 2, names[i]);
     pnode *c = spawn(L, pn, names[i], strlen(names[i]), top + 1, &o);
     lua_settop(L, top);
+    c->gflags |= GF_MEMBER;
     if (first)
       arbor_tree_group(&first->n, &c->n);
     else
-      first = c;
+      first = c, c->gflags |= GF_FIRST;
   }
-  /* Start in name order (T10). */
+  /* Start in name order (T10); a member may have been started by its
+     predecessor already (strategy.c). */
   for (arbor_node *n = &first->n;;) {
-    launch((pnode *)n);
+    if (n->state == ARBOR_CANCELED || (n->flags & ARBOR_F_PENDING))
+      launch((pnode *)n);
     n = n->next;
     if (!n) break;
   }

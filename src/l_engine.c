@@ -120,7 +120,15 @@ static int l_start(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TFUNCTION);
   int fn = arbor_engine_ref_fn(e, L, 2);
+  arbor_child_opts o = {0};
+  if (!lua_isnoneornil(L, 5)) { /* the root's auto_shutdown */
+    lua_pushliteral(L, "auto_shutdown");
+    lua_pushvalue(L, 5);
+    arbor_strategy_opt(L, "auto_shutdown", &o, "root", "start");
+    lua_pop(L, 2);
+  }
   int policy = lua_isnoneornil(L, 3) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 3);
+  root->gflags = (uint8_t)o.gflags;
   arbor_engine_start_root(e, fn, policy, luaL_optnumber(L, 4, 5.0));
   return 0;
 }
@@ -274,6 +282,53 @@ static void push_summary(lua_State *L, pnode *pn, int extra) {
   }
 }
 
+/* [-0, +0, m] what explain needs (issue 4): the last decision, the running
+   descendant an exited node waits for, the group member a parked member
+   waits for, and the strategy options. */
+static void push_strategy_fields(lua_State *L, pnode *pn) {
+  static const char *const decisions[] = {NULL, "restart", "stop", "escalate"};
+  static const char *const strategies[] = {"one_for_all", "rest_for_one",
+                                           "one_for_one", "one_for_all"};
+  static const char *const autos[] = {NULL, "any_significant",
+                                      "all_significant", NULL};
+  arbor_node *n = &pn->n;
+  char buf[ARBOR_DN_BUF];
+  if (pn->decision) {
+    lua_pushstring(L, decisions[pn->decision]);
+    lua_setfield(L, -2, "decision");
+  }
+  if (n->live > (arbor_node_running(n) ? 1u : 0u)) { /* a descendant runs */
+    arbor_node *d = n;
+    do {
+      arbor_node *c = d->first;
+      while (c && c->live == 0) c = c->next;
+      if (!c) break;
+      d = c;
+    } while (!arbor_node_running(d));
+    lua_pushstring(L, arbor_dn((pnode *)d, buf, sizeof buf));
+    lua_setfield(L, -2, "waiting_for");
+  }
+  if ((n->flags & ARBOR_F_PENDING) && !arbor_timer_armed(&pn->wake)) {
+    pnode *p = arbor_engine_waits_for(pn);
+    if (p) {
+      lua_pushstring(L, arbor_dn(p, buf, sizeof buf));
+      lua_setfield(L, -2, "waiting_member");
+    }
+  }
+  if (pn->gflags & GF_MEMBER) {
+    lua_pushstring(L, strategies[pn->gflags & GF_STRATEGY]);
+    lua_setfield(L, -2, "strategy");
+    setbool(L, "ordered", (pn->gflags & GF_ORDERED) != 0);
+  }
+  setbool(L, "significant", (pn->gflags & GF_SIGNIFICANT) != 0);
+  if (autos[(pn->gflags & GF_AUTO) >> 4]) {
+    lua_pushstring(L, autos[(pn->gflags & GF_AUTO) >> 4]);
+    lua_setfield(L, -2, "auto_shutdown");
+  }
+  setbool(L, "stopping", arbor_node_running(n) && arbor_node_canceled(n));
+  if (pn->pflags & PN_AUTODONE) setbool(L, "auto_done", 1);
+}
+
 /* [-0, +1, m] the fields of T13a for pn. */
 static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
   arbor_node *n = &pn->n;
@@ -298,6 +353,7 @@ static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
   if (!arbor_node_running(n) && n->incarnation > 0) setnum(L, "exited", pn->exited);
   setnum(L, "shutdown", pn->shutdown);
   setint(L, "live", n->live);
+  push_strategy_fields(L, pn);
   if (n->parent) {
     lua_pushstring(L, arbor_dn((pnode *)n->parent, buf, sizeof buf));
     lua_setfield(L, -2, "parent");

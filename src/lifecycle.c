@@ -125,8 +125,15 @@ int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn) {
   arbor_node *n = &pn->n;
   arbor_pcoord *pc = coord_of(n->parent);
   if (!pc || (pc->c.started &&
-              arbor_gate_open((arbor_coord_state)pc->c.state, gate_of(n))))
+              arbor_gate_open((arbor_coord_state)pc->c.state, gate_of(n)))) {
+    /* past its gate: whatever else holds it (an ordered group's
+       predecessor) is not the gate */
+    if (n->lc & ARBOR_LC_BLOCKED) {
+      n->lc &= (uint8_t)~ARBOR_LC_BLOCKED;
+      arbor__lc_touch(e, pn);
+    }
     return 0;
+  }
   arbor_sched_disarm(&e->sched, &pn->wake);
   n->flags |= ARBOR_F_PENDING;
   n->lc |= ARBOR_LC_BLOCKED;

@@ -20,11 +20,14 @@
 #include "home.h"
 #include "lifecycle.h"
 #include "watchdog.h"
+#include "window.h"
 
 /* The engine running the calling code, if any (set while draining). */
 arbor_engine *arbor__current;
 
 arbor_engine *arbor_engine_current(void) { return arbor__current; }
+
+double arbor_engine_step_time(arbor_engine *e) { return arbor__step_time(e); }
 
 /* ---- events --------------------------------------------------------- */
 
@@ -74,7 +77,7 @@ void arbor__enqueue(arbor_engine *e, pnode *pn) {
 }
 
 /* Takes pn out of the ready queue: lazily, the drain skips it. */
-static void dequeue(pnode *pn) { pn->pflags &= (uint8_t)~PN_QUEUED; }
+static void dequeue(pnode *pn) { pn->pflags &= (uint16_t)~PN_QUEUED; }
 
 /* Unlinks pn for good (it is being discarded): O(queue), and rare. */
 static void unlink_ready(arbor_engine *e, pnode *pn) {
@@ -90,7 +93,7 @@ static void unlink_ready(arbor_engine *e, pnode *pn) {
     e->ready_len--;
   }
   pn->ready_next = NULL;
-  pn->pflags &= (uint8_t)~(PN_INLIST | PN_QUEUED);
+  pn->pflags &= (uint16_t)~(PN_INLIST | PN_QUEUED);
 }
 
 void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
@@ -109,6 +112,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
   if (arbor__lc_hold_at_gate(e, pn)) return; /* L7: gates control starting */
   arbor_state from = (arbor_state)pn->n.state;
+  if (arbor__group_hold(e, pn)) return; /* waits for its predecessor */
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->n.incarnation > 0) {
     pn->restarts++;
@@ -122,6 +126,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   pn->shield = 0;
   pn->done = 0;
   pn->started = arbor__step_time(e);
+  pn->healthy_at = -1;
   lua_State *co;
   if (e->npool > 0) {
     e->npool--;
@@ -138,6 +143,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
        pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   arbor__enqueue(e, pn);
+  arbor__group_release(e, pn);
 }
 
 /* ---- exits ---------------------------------------------------------- */
@@ -153,6 +159,7 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
      collected first, referenced, and skipped once discarded. */
   size_t exited = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
+    if (!arbor__group_spreads(pn, (pnode *)g)) continue;
     arbor_tree_cancel(g);
     arbor__stop_advance(e, (pnode *)g);
     if (g->live == 0) exited++;
@@ -162,7 +169,7 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
   if (!todo) abort(); /* out of memory */
   size_t k = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n && k < exited; g = g->gnext)
-    if (g->live == 0) {
+    if (g->live == 0 && arbor__group_spreads(pn, (pnode *)g)) {
       arbor_node_ref(g);
       todo[k++] = g;
     }
@@ -198,11 +205,13 @@ void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
 void arbor__record_failure(arbor_engine *e, pnode *pn) {
   pn->consecutive++;
   if (!pn->failures) {
-    pn->failures = calloc(ARBOR_FAILURES, sizeof(double));
+    pn->failures = calloc(1, sizeof *pn->failures);
     if (!pn->failures) return;
+    pn->failures->memory_ref = LUA_NOREF;
   }
+  pn->failures->count++;
   unsigned idx = (pn->fail_start + pn->nfail) % ARBOR_FAILURES;
-  pn->failures[idx] = arbor__step_time(e);
+  pn->failures->time[idx] = arbor__step_time(e);
   if (pn->nfail < ARBOR_FAILURES)
     pn->nfail++;
   else
@@ -213,6 +222,7 @@ void arbor__record_failure(arbor_engine *e, pnode *pn) {
    DEAD, or a note; trace (taken) the traceback. */
 void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
                       arbor_str *reason, arbor_str *trace) {
+  s = arbor__auto_exit(pn, s);
   dequeue(pn);
   arbor__close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
@@ -233,6 +243,8 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   arbor_tree_exit(&pn->n, s);
   arbor__set_reason(e, NULL);
   if (s == ARBOR_DEAD && !declared) arbor__spread_death(e, pn);
+  if (s == ARBOR_DONE) arbor__significant_done(e, pn);
+  arbor__group_release(e, pn); /* exited for good: the next member may start */
   arbor__after_exit(e, pn);
 }
 
@@ -306,7 +318,7 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
     }
     if (c || pn->stop) stop_of(pn)->cursor = (pnode *)c;
     if (!c) {
-      pn->pflags &= (uint8_t)~PN_STOPPING;
+      pn->pflags &= (uint16_t)~PN_STOPPING;
       notify(e, pn);
       return;
     }
@@ -428,6 +440,10 @@ static void hook_detached(arbor_node *n, void *ud) {
   pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   arbor_str_set(&pn->error, NULL);
   arbor_str_set(&pn->trace, NULL);
+  if (pn->failures) {
+    luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
+    arbor_window_list_free(pn->failures->windows);
+  }
   free(pn->failures);
   pn->failures = NULL;
   pn->nfail = 0;
@@ -504,6 +520,7 @@ void arbor_engine_unref_fn(arbor_engine *e, int ref) {
 static void pnode_init(pnode *pn) {
   pn->co_ref = pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   pn->shutdown = 5.0;
+  pn->healthy_at = -1;
 }
 
 pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,
@@ -527,7 +544,9 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
   if (strcmp(what, "healthy") == 0) {
     if (n->state != ARBOR_NEW) return "healthy";
     pn->consecutive = 0;
+    pn->healthy_at = arbor__step_time(e);
     arbor_tree_set_state(n, ARBOR_HEALTHY);
+    arbor__group_release(e, pn); /* an ordered successor may start */
     return NULL;
   }
   if (strcmp(what, "done") == 0) {
@@ -622,12 +641,14 @@ static void resume_node(arbor_engine *e, pnode *pn) {
       arbor__node_exit(e, pn, ARBOR_DONE, NULL, NULL);
     else if (pn->pflags & PN_NOTIFIED)
       arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
-    else
+    else {
+      pn->pflags |= PN_RETURNED;
       arbor__node_exit(e, pn, ARBOR_DEAD,
                 arbor_str_fmt("runnable returned without signaling done "
                               "(state %s)",
                               arbor_state_name((arbor_state)pn->n.state)),
                 NULL);
+    }
     return;
   }
   if ((pn->pflags & PN_NOTIFIED) && arbor_is_canceled(co, -1)) {
@@ -661,7 +682,7 @@ void arbor__drain(arbor_engine *e) {
     e->ready_len--;
     pn->ready_next = NULL;
     int wanted = (pn->pflags & PN_QUEUED) != 0;
-    pn->pflags &= (uint8_t)~(PN_QUEUED | PN_INLIST);
+    pn->pflags &= (uint16_t)~(PN_QUEUED | PN_INLIST);
     if (!wanted) continue;
     batch--;
     arbor__step_begin(e);
@@ -697,7 +718,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->policy_ev_ref = LUA_NOREF;
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
-  e->instruction_budget = 10000000;
+  e->budget = 0.1;
   e->r_start = arbor_str_lit("start");
   e->r_restart = arbor_str_lit("restart");
   e->r_stop = arbor_str_lit("stop");
@@ -732,7 +753,7 @@ void arbor_engine_free(arbor_engine *e) {
   for (pnode *pn = e->ready_head, *next; pn; pn = next) {
     next = pn->ready_next;
     pn->ready_next = NULL;
-    pn->pflags &= (uint8_t)~(PN_QUEUED | PN_INLIST);
+    pn->pflags &= (uint16_t)~(PN_QUEUED | PN_INLIST);
   }
   e->ready_head = e->ready_tail = NULL;
   e->ready_len = 0;

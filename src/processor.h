@@ -38,7 +38,25 @@ enum {
                             wanted: removal is lazy, O(1)) */
   PN_DEFER = 1u << 5,    /* ctx:defer was called (defer.c) */
   PN_STEPPED = 1u << 6,  /* the incarnation's first step ended */
+  PN_RETURNED = 1u << 7, /* the last incarnation returned without done */
+  PN_AUTODONE = 1u << 8, /* ending DONE by auto_shutdown (strategy.c) */
 };
+
+/* Per-node strategy flags (pnode.gflags), set when the node is created:
+   see strategy.c. */
+enum {
+  GF_STRATEGY = 3u,          /* mask: GS_* of the node's ctx:group */
+  GF_ORDERED = 1u << 2,      /* waits for the previous member's HEALTHY */
+  GF_SIGNIFICANT = 1u << 3,  /* its DONE counts for the parent's auto_shutdown */
+  GF_AUTO = 3u << 4,         /* mask: GA_* << 4, the node's own auto_shutdown */
+  GF_MEMBER = 1u << 6,       /* created by ctx:group */
+  GF_FIRST = 1u << 7,        /* the first member of its group */
+};
+enum { GS_ONE_FOR_ALL = 0, GS_REST_FOR_ONE = 1, GS_ONE_FOR_ONE = 2 };
+enum { GA_NEVER = 0, GA_ANY = 1, GA_ALL = 2 };
+
+/* The last restart decision (pnode.decision), for explain. */
+enum { DECISION_NONE = 0, DECISION_RESTART, DECISION_STOP, DECISION_ESCALATE };
 
 #define ARBOR_LOG_LINES 64
 #define ARBOR_THREAD_POOL 256
@@ -51,6 +69,17 @@ typedef struct arbor_logs {
 } arbor_logs;
 
 struct pnode;
+
+/* A node's failure history, made at its first failure: the times of its
+   recent failures (a ring), how many it had, and the table its policies
+   keep their own state in (P1 `memory`). Kept across restarts and policy
+   swaps (T13), dropped when the node is discarded. */
+typedef struct pnode_hist {
+  double time[ARBOR_FAILURES];
+  uint64_t count;  /* failures recorded so far */
+  int memory_ref;  /* LUA_NOREF until a policy reads ev.memory */
+  struct arbor_window_list *windows; /* intensity windows, by period */
+} pnode_hist;
 
 /* What a node needs while it is being stopped, made at its first stop:
    most nodes never stop, and this keeps them smaller. */
@@ -71,7 +100,8 @@ typedef struct pnode {
   pnode_stop *stop;    /* NULL until first stopped */
   struct arbor_pcoord *coord; /* lifecycle coordinator, made at the first child */
   arbor_str *error, *trace;
-  double *failures;    /* ring of recent failure times, lazily allocated */
+  double healthy_at;   /* engine time the incarnation became HEALTHY, or -1 */
+  pnode_hist *failures; /* failure history, lazily allocated */
   arbor_logs *logs;    /* lazily allocated */
   int co_ref;          /* anchors co */
   int fn_ref;          /* the runnable */
@@ -81,12 +111,14 @@ typedef struct pnode {
   uint32_t restarts;   /* restarts performed */
   uint32_t consecutive; /* failures since last HEALTHY or DONE */
   uint16_t shield;
+  uint16_t pflags;     /* PN_* */
   uint8_t wait;        /* WAIT_* */
   uint8_t resume;      /* RESUME_* */
-  uint8_t pflags;      /* PN_* */
   uint8_t nargs;       /* values pushed on co for the next resume */
   uint8_t done;        /* signaled done */
   uint8_t nfail, fail_start;
+  uint8_t gflags;      /* GF_*: group strategy, significant, auto_shutdown */
+  uint8_t decision;    /* DECISION_* of the last policy decision */
 } pnode;
 
 struct arbor_engine {
@@ -134,10 +166,11 @@ struct arbor_engine {
   uint64_t rng;
   /* counters */
   uint64_t wakeups, resumes, restarts, policy_calls;
-  int instruction_budget; /* for policies and subscribers */
+  double budget;          /* seconds a policy or subscriber may run */
   int policy_ev_ref;      /* the reused policy event table */
   int policy_depth;       /* policy calls in progress */
   pnode *policy_pn;       /* the node its policy is deciding now */
+  const void *policy_ev;  /* and the event table it was given */
   int shared_ref;         /* counted references to functions */
   /* lifecycle coordinators to evaluate (lifecycle.c), and counters */
   struct arbor_pcoord *lc_head, *lc_tail;
@@ -219,6 +252,10 @@ void arbor_engine_stuck(arbor_engine *e, void (*fn)(pnode *, void *), void *ud);
 
 /* The engine running the calling code, if any (set while draining). */
 arbor_engine *arbor_engine_current(void);
+/* The time of the current step (the clock is read once per step). */
+double arbor_engine_step_time(arbor_engine *e);
+/* The group member pn waits for before it starts (strategy.c), or NULL. */
+pnode *arbor_engine_waits_for(pnode *pn);
 
 
 /* Pushes the unique cancellation error value onto L. [-0, +1, -] */

@@ -15,6 +15,8 @@ static _Atomic(lua_State *) running;   /* the coroutine being resumed */
 static _Atomic uint64_t since;        /* when its resume began, ns */
 static _Atomic uint64_t limit_ns;     /* its limit, 0 for none */
 static _Atomic int fired;             /* the hook is set on `running` */
+static const char *what = "runaway runnable: ran %d ms without yielding "
+                          "(limit %d ms)";
 static timer_t timer;
 static int ready, armed;
 
@@ -28,8 +30,7 @@ static uint64_t now_ns(void) {
 static void runaway_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   lua_sethook(L, NULL, 0, 0);
-  luaL_error(L, "runaway runnable: ran %d ms without yielding (limit %d ms)",
-             (int)((now_ns() - atomic_load(&since)) / 1000000u),
+  luaL_error(L, what, (int)((now_ns() - atomic_load(&since)) / 1000000u),
              (int)(atomic_load(&limit_ns) / 1000000u));
 }
 
@@ -90,4 +91,30 @@ void arbor_watchdog_leave(lua_State *co) {
     lua_sethook(co, NULL, 0, 0);
     atomic_store(&fired, 0);
   }
+}
+
+void arbor_watchdog_push(arbor_watch *saved, lua_State *L, double limit,
+                         const char *message) {
+  saved->co = atomic_exchange(&running, NULL);
+  saved->since = atomic_load(&since);
+  saved->limit = atomic_load(&limit_ns);
+  saved->fired = atomic_load(&fired);
+  saved->what = what;
+  atomic_store(&fired, 0);
+  what = message;
+  struct timespec ts; /* the coarse clock is cheap, and close enough */
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  atomic_store(&limit_ns, limit > 0 ? (uint64_t)(limit * 1e9) : 0);
+  atomic_store(&since, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+  atomic_store(&running, L);
+}
+
+void arbor_watchdog_pop(const arbor_watch *saved, lua_State *L) {
+  atomic_store(&running, NULL);
+  if (atomic_load(&fired)) lua_sethook(L, NULL, 0, 0);
+  what = saved->what;
+  atomic_store(&fired, saved->fired);
+  atomic_store(&limit_ns, saved->limit);
+  atomic_store(&since, saved->since);
+  atomic_store(&running, saved->co);
 }

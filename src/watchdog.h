@@ -23,4 +23,18 @@ void arbor_watchdog_enter(lua_State *co, double limit);
 /* The resume of co returned; removes the hook if the watchdog set one. */
 void arbor_watchdog_leave(lua_State *co);
 
+/* Watches a call on L (a policy, a subscriber) for `limit` seconds, nested
+   in whatever was watched: push saves that, pop restores it. The error
+   raised past the limit is `message`, formatted with the milliseconds run
+   and the limit. */
+typedef struct arbor_watch {
+  lua_State *co;
+  uint64_t since, limit;
+  int fired;
+  const char *what;
+} arbor_watch;
+void arbor_watchdog_push(arbor_watch *saved, lua_State *L, double limit,
+                         const char *message);
+void arbor_watchdog_pop(const arbor_watch *saved, lua_State *L);
+
 #endif

@@ -143,12 +143,98 @@ function NodeMethods.logs(self, n)
   return e:logs(dn, n)
 end
 
+-- ---- explain (issue 4) --------------------------------------------------
+
+local function secs(x) return string.format("%.3fs", x) end
+
+--- Why the node whose fields (e:node(dn)) are f is, or is not, running now:
+-- a code and one sentence. `now` is the engine's time.
+local function explain_fields(f, now)
+  local dn = f.dn
+  if f.blocked then -- lifecycle gates (issue 3)
+    return "blocked", string.format("%s is not running: its lifecycle gate "
+      .. "(%s) is closed while %s's coordinator is in state %s", dn,
+      f.lifecycle or "main", f.parent or "its parent",
+      tostring(f.coordinator or "unknown"))
+  end
+  if f.running and f.stopping then
+    if f.waiting_for and f.waiting_for ~= dn then
+      return "stopping", string.format("%s is stopping: canceled, it waits "
+        .. "for %s to exit first (children stop first, T12)", dn, f.waiting_for)
+    end
+    return "stopping", string.format("%s is stopping: canceled, it has %s "
+      .. "to exit", dn, secs(f.shutdown))
+  end
+  if f.running then
+    return "running", string.format("%s is running: %s, incarnation %d, "
+      .. "started at %s (up %s)", dn, f.state, f.incarnation, secs(f.started),
+      secs(now - f.started))
+  end
+  if f.waiting_member then
+    return "waiting_member", string.format("%s waits for group member %s "
+      .. "to %s before it starts (members start in order)", dn,
+      f.waiting_member, f.ordered and "be HEALTHY" or "start")
+  end
+  if f.restart_at then
+    return "backoff", string.format("%s is waiting for a backoff: its "
+      .. "policy restarts it at %s (in %s) after it exited %s: %s", dn,
+      secs(f.restart_at), secs(f.restart_at - now), f.state,
+      f.error or "")
+  end
+  if f.waiting_for then
+    return "waiting_descendant", string.format("%s exited %s at %s and "
+      .. "waits for descendant %s to exit (since %s) before it can restart",
+      dn, f.state, secs(f.exited), f.waiting_for, secs(f.exited))
+  end
+  if f.auto_done then
+    return "auto_shutdown", string.format("%s ended DONE by %s", dn,
+      f.error or "auto_shutdown")
+  end
+  if f.held and f.state == "DEAD" and f.decision == "stop" then
+    return "given_up", string.format("%s was given up: its policy decided "
+      .. "\"stop\" after failure %d in a row: %s", dn, f.consecutive,
+      f.error or "")
+  end
+  if f.held and f.state == "DEAD" and f.decision == "escalate" then
+    return "given_up", string.format("%s was given up: its policy decided "
+      .. "\"escalate\" (its parent %s was failed) after: %s", dn,
+      f.parent or "", f.error or "")
+  end
+  if f.held then
+    return "held", string.format("%s is held down (stopped by hand, "
+      .. "state %s): node:restart() starts it again", dn, f.state)
+  end
+  if f.state == "DONE" then
+    return "done", string.format("%s finished: it ended DONE at %s and is "
+      .. "not restarted", dn, secs(f.exited or now))
+  end
+  if f.canceled then
+    return "canceled", string.format("%s is %s: its parent is being "
+      .. "stopped, so it is not restarted", dn, f.state)
+  end
+  if f.incarnation == 0 then
+    return "not_started", string.format("%s has not started yet", dn)
+  end
+  return "exited", string.format("%s exited %s", dn, f.state)
+end
+
+function M._explain(e, dn)
+  local f, err = e:node(dn)
+  if not f then return nil, err end
+  local why, sentence = explain_fields(f, e:now())
+  return sentence, why
+end
+
 local NodeView = {
   __index = function(self, k)
     local m = NodeMethods[k]
     if m then return m end
     local e, dn = view_engine(self)
     local fields = e:node(dn)
+    if fields and (k == "why" or k == "explanation") then
+      local why, sentence = explain_fields(fields, e:now())
+      return k == "why" and why or sentence
+    end
     return fields and fields[k]
   end,
   __tostring = function(self)
@@ -211,7 +297,7 @@ end
 
 local run_options = {policy = true, shutdown = true, seed = true, ring = true,
   signals = true, log = true, on_event = true, quiet = true, runaway = true,
-  control = true}
+  control = true, auto_shutdown = true}
 
 --- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
 -- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
@@ -277,7 +363,7 @@ function M.run(root, opts)
   if opts.on_event then e:subscribe(opts.on_event) end
   running_engine = e
   local ok, result, reason = pcall(function()
-    e:start(root, opts.policy, opts.shutdown)
+    e:start(root, opts.policy, opts.shutdown, opts.auto_shutdown)
     return e:run()
   end)
   running_engine = nil
@@ -303,6 +389,18 @@ function M.tree(dn) return engine():tree(dn) end
 
 --- A live view of the node at dn (T13a), or nil and a message.
 function M.node(dn) return M._node_view(engine(), dn) end
+
+--- One sentence saying why the node at dn is (or is not) running now, and
+-- a code for programs ("running", "backoff", "blocked", "waiting_member",
+-- "waiting_descendant", "given_up", "held", "done", "auto_shutdown",
+-- "stopping", "canceled", "not_started"); arbor.node(dn).why and
+-- .explanation carry the same. nil and a message for an unknown dn.
+function M.explain(dn)
+  if type(dn) ~= "string" then
+    error("arbor.explain(dn): dn must be a string, got " .. type(dn), 2)
+  end
+  return M._explain(engine(), dn)
+end
 
 --- The last n events (all held when n is nil), oldest first (T14).
 function M.events(n) return engine():events(n) end

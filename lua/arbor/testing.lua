@@ -40,14 +40,15 @@ function M.new(opts)
   return setmetatable({engine = e}, Harness)
 end
 
---- Starts the root runnable and settles. opts: policy, shutdown.
+--- Starts the root runnable and settles. opts: policy, shutdown,
+-- auto_shutdown.
 function Harness:start(root, opts)
   if type(root) ~= "function" then
     error("h:start(root): the root runnable must be a function, got " .. type(root), 2)
   end
   opts = opts or {}
   arbor._check_root_options("h:start", opts)
-  self.engine:start(root, opts.policy, opts.shutdown)
+  self.engine:start(root, opts.policy, opts.shutdown, opts.auto_shutdown)
   self:settle()
   return self
 end
@@ -123,6 +124,8 @@ function Harness:run_until(pred, limit)
 end
 
 function Harness:tree(dn) return self.engine:tree(dn) end
+--- arbor.explain on this harness's tree: a sentence and a code.
+function Harness:explain(dn) return arbor._explain(self.engine, dn) end
 function Harness:logs(dn, n) return self.engine:logs(dn, n) end
 function Harness:stuck() return self.engine:stuck() end
 function Harness:stats() return self.engine:stats() end

@@ -37,6 +37,13 @@ describe("arbor binary", function()
     assert.matches("usage: arbor run", out)
   end)
 
+  it("exits 0 when the root's significant child finished (auto_shutdown)", function()
+    local code, out = sh(bin .. " run " .. fixtures .. "auto_shutdown.lua")
+    assert.equal(0, code)
+    assert.matches("auto_shutdown (any_significant): significant child root.job done", out, 1, true)
+    assert.matches("root.helper%s+HEALTHY %-> CANCELED", out)
+  end)
+
   it("exits 2 on usage errors", function()
     local code, out = sh(bin)
     assert.equal(2, code)

@@ -72,8 +72,8 @@ local function start(opts)
   local dir = opts.dir or mktemp()
   local sock = opts.sock or (dir .. "/ctl.sock")
   local e = {dir = dir, sock = sock, rc_file = dir .. "/rc." .. os.time() .. math.random(1e6)}
-  os.execute(string.format("(%s run --quiet --control %s %s; echo $? > %s) > %s/out 2>&1 &",
-    bin, q(sock), opts.script or fixture, q(e.rc_file), q(dir)))
+  os.execute(string.format("(%s run --quiet --control %s %s; echo $? > %s.tmp; mv %s.tmp %s) > %s/out 2>&1 &",
+    bin, q(sock), opts.script or fixture, q(e.rc_file), q(e.rc_file), q(e.rc_file), q(dir)))
   local st = poll(function()
     local c = core.connect(sock)
     if not c then return nil end
@@ -400,8 +400,10 @@ explain("root.flaky")
   end)
 
   it("swaps a crash-looping node's policy and code live", function()
-    local _, before = ctl(e, "node root.flaky --json")
-    assert.matches("flaky is broken", json.decode(before).error, 1, true)
+    poll(function()
+      local _, before = ctl(e, "node root.flaky --json")
+      return (json.decode(before).error or ""):find("flaky is broken", 1, true)
+    end, "flaky to fail")
     local code, out = repl([[
 policy("root.flaky", function(ev) return 0.05 end)
 swap("root.flaky", function(c) c:log("fixed") c:signal("healthy") c:wait() end)

@@ -31,8 +31,8 @@ local function run_until(args, pattern)
   local dir = sh("mktemp -d"):gsub("%s+$", "")
   local out = dir .. "/out"
   local pid = tonumber(sh(string.format(
-    "(TMPDIR=%s %s run %s > %s 2>&1; echo $? > %s.exit) >/dev/null 2>&1 & echo $!",
-    dir, bin, args, out, out)))
+    "(TMPDIR=%s %s run %s > %s 2>&1; echo $? > %s.exit.tmp; mv %s.exit.tmp %s.exit) >/dev/null 2>&1 & echo $!",
+    dir, bin, args, out, out, out, out)))
   local up = eventually(function() return (read(out) or ""):find(pattern) end)
   -- the subshell's child is arbor
   local children = read("/proc/" .. pid .. "/task/" .. pid .. "/children") or ""

@@ -78,8 +78,8 @@ describe("arbor processes, end to end", function()
       os.execute("rm -rf " .. dir)
     end)
     sh(string.format(
-      "(unshare --pid --fork --mount-proc %s run --quiet --init %sinit.lua %s; echo $? > %s.exit) >/dev/null 2>&1 & echo $!",
-      bin, fixtures, result, result))
+      "(unshare --pid --fork --mount-proc %s run --quiet --init %sinit.lua %s; echo $? > %s.exit.tmp; mv %s.exit.tmp %s.exit) >/dev/null 2>&1 & echo $!",
+      bin, fixtures, result, result, result, result))
     local unshare
     assert.is_true(eventually(function()
       for _, p in ipairs(processes()) do
