@@ -341,18 +341,25 @@ describe("explain", function()
     assert.is_nil((h:explain("root.nope")))
   end)
 
-  it("reads the lifecycle gate's fields when the view has them", function()
+  it("names the closed lifecycle gate and the coordinator's state", function()
     local h = new()
-    h:start(idle)
-    -- the gate (issue 3) sets blocked and coordinator on node views
-    local f = h.engine:node("root")
-    f.blocked, f.coordinator, f.lifecycle = true, "prestart", "main"
-    local real = h.engine.node
-    local eng = setmetatable({node = function() return f end, now = function() return 0 end},
-      {__index = h.engine})
-    local s, why = require("arbor")._explain(eng, "root")
+    h:start(function(ctx)
+      ctx:run("migrate", function(c) c:sleep(5) c:signal("healthy") c:signal("done") end,
+        {lifecycle = "prestart"})
+      ctx:run("proxy", function(c) c:sleep(1) c:signal("healthy") c:wait() end,
+        {lifecycle = "poststart", sidecar = true})
+      ctx:run("app", function(c) c:signal("healthy") c:wait() end)
+      idle(ctx)
+    end)
+    local s, why = h:explain("root.app")
     assert.equal("blocked", why)
-    assert.matches("gate (main) is closed while its parent's coordinator is in state prestart", s, 1, true)
-    assert.is_function(real)
+    assert.equal("root.app is not running: its lifecycle gate (main) is closed "
+      .. "while root's coordinator is in state prestart", s)
+    assert.matches("gate (poststart sidecar) is closed while root's coordinator "
+      .. "is in state prestart", (h:explain("root.proxy")), 1, true)
+    assert.equal("blocked", h:node("root.app").why)
+    h:advance(5)
+    assert.equal("running", select(2, h:explain("root.app")))
+    assert.equal("running", select(2, h:explain("root.proxy")))
   end)
 end)

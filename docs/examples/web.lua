@@ -1,24 +1,33 @@
--- A web server supervised with a readiness probe: run it with
--- `arbor run docs/examples/web.lua [PORT]`, stop it with Ctrl-C.
+-- A web site supervised with lifecycle gates and a readiness probe: run it
+-- with `arbor run docs/examples/web.lua [PORT]`, stop it with Ctrl-C.
 --
 --   root
---   |-- web      python3's http.server (or busybox httpd): HEALTHY once its
---   |            port accepts connections, restarted with a backoff
---   `-- checker  once the server is HEALTHY, fetches / every 5 s over luv
---
--- (With the lifecycle gates, a database migration would run as the web
--- node's prestart gate; this example starts the server directly.)
+--   `-- site         its coordinator orders the three children below
+--       |-- migrate  prestart job: a one-shot process that writes the
+--       |            site's content (standing in for a schema migration);
+--       |            the server does not start until it exits 0
+--       |-- web      main: busybox httpd (or python3's http.server),
+--       |            HEALTHY once its port accepts connections (TCP probe),
+--       |            restarted with a backoff
+--       `-- checker  poststart sidecar: starts once web is HEALTHY and
+--                    fetches / every 5 s over luv on arbor's loop
 local arbor = require "arbor"
 
 local port = tonumber(arg and arg[1]) or 8080
 local dir = os.getenv("TMPDIR") or "/tmp"
 
 local server
-if os.execute("command -v python3 >/dev/null 2>&1") then
-  server = {"python3", "-m", "http.server", tostring(port), "--bind", "127.0.0.1"}
+if os.execute("busybox httpd --help >/dev/null 2>&1") then
+  server = {"busybox", "httpd", "-f", "-p", "127.0.0.1:" .. port, "-h", dir}
 else
-  server = {"busybox", "httpd", "-f", "-p", "127.0.0.1:" .. port}
+  server = {"python3", "-m", "http.server", tostring(port), "--bind", "127.0.0.1"}
 end
+
+-- The "migration": a one-shot process that must exit 0 before web starts.
+local migrate = {"sh", "-c", [[
+echo "migrating $0"
+printf '<h1>site v2</h1>\n' > "$0/index.html"
+echo migrated]], dir}
 
 -- Reads the first line of http://127.0.0.1:port/ with luv on arbor's loop.
 local function fetch(ctx)
@@ -39,20 +48,23 @@ local function fetch(ctx)
 end
 
 return function(ctx)
-  ctx:run("web", arbor.exec(server, {
-    cwd = dir,
-    ready = {probe = arbor.probe.tcp("127.0.0.1", port), interval = 0.2},
-    grace = 5,
-  }), {policy = arbor.policy.exponential{initial = 1, max = 30}})
-  ctx:run("checker", function(c)
-    c:signal("healthy")
-    while true do
-      local web = arbor.node("root.web")
-      if web and web.state == "HEALTHY" then
+  ctx:run("site", function(site)
+    site:run("migrate", arbor.exec(migrate, {oneshot = true}),
+      {lifecycle = "prestart", policy = arbor.policy.constant(2)})
+    site:run("web", arbor.exec(server, {
+      cwd = dir,
+      ready = {probe = arbor.probe.tcp("127.0.0.1", port), interval = 0.2},
+      grace = 5,
+    }), {policy = arbor.policy.exponential{initial = 1, max = 30}})
+    site:run("checker", function(c)
+      c:signal("healthy")
+      while true do
         c:log("GET / ->", fetch(c))
+        c:sleep(5)
       end
-      c:sleep(5)
-    end
+    end, {lifecycle = "poststart", sidecar = true})
+    site:signal("healthy")
+    site:wait()
   end)
   ctx:signal("healthy")
   ctx:wait()

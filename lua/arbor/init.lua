@@ -149,13 +149,14 @@ local function secs(x) return string.format("%.3fs", x) end
 
 --- Why the node whose fields (e:node(dn)) are f is, or is not, running now:
 -- a code and one sentence. `now` is the engine's time.
-local function explain_fields(f, now)
-  local dn = f.dn
-  if f.blocked then -- lifecycle gates (issue 3)
+local function explain_fields(f, e)
+  local dn, now = f.dn, e:now()
+  if f.blocked then -- behind a closed lifecycle gate (L7)
+    local parent = f.parent and e:node(f.parent)
+    local gate = (f.sidecar and f.lifecycle .. " sidecar" or f.lifecycle)
     return "blocked", string.format("%s is not running: its lifecycle gate "
-      .. "(%s) is closed while %s's coordinator is in state %s", dn,
-      f.lifecycle or "main", f.parent or "its parent",
-      tostring(f.coordinator or "unknown"))
+      .. "(%s) is closed while %s's coordinator is in state %s", dn, gate,
+      f.parent, tostring(parent and parent.coordinator))
   end
   if f.running and f.stopping then
     if f.waiting_for and f.waiting_for ~= dn then
@@ -221,7 +222,7 @@ end
 function M._explain(e, dn)
   local f, err = e:node(dn)
   if not f then return nil, err end
-  local why, sentence = explain_fields(f, e:now())
+  local why, sentence = explain_fields(f, e)
   return sentence, why
 end
 
@@ -232,7 +233,7 @@ local NodeView = {
     local e, dn = view_engine(self)
     local fields = e:node(dn)
     if fields and (k == "why" or k == "explanation") then
-      local why, sentence = explain_fields(fields, e:now())
+      local why, sentence = explain_fields(fields, e)
       return k == "why" and why or sentence
     end
     return fields and fields[k]

@@ -137,10 +137,6 @@ function M.new(ctx)
   end
   h.explain = function(dn)
     node_or_error(e, dn, 2, "explain")
-    if type(arbor.explain) ~= "function" then
-      error("explain: unavailable in this build (arbor.explain comes with "
-        .. "the restart-policies work)", 2)
-    end
     return arbor.explain(dn)
   end
   h.budget = function(n)
