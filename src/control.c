@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "frame.h"
+#include "lifecycle.h"
 #include "l_arbor.h"
 
 int arbor_peer_cred(int fd, int *uid, int *pid);
@@ -555,7 +556,18 @@ static void json_node(luaL_Buffer *b, pnode *pn, double now) {
     luaL_addstring(b, ",\"error\":");
     json_str(b, pn->error->s, pn->error->len);
   }
-  luaL_addstring(b, ",\"blocked\":false,\"lifecycle\":\"main\",\"children\":[");
+  luaL_addstring(b, arbor_lc_blocked(pn) ? ",\"blocked\":true" : ",\"blocked\":false");
+  luaL_addstring(b, ",\"lifecycle\":\"");
+  luaL_addstring(b, arbor_lc_name(n->lc));
+  luaL_addstring(b, (n->lc & ARBOR_LC_SIDECAR) ? "\",\"sidecar\":true"
+                                                : "\",\"sidecar\":false");
+  const char *co = arbor_lc_state(pn);
+  if (co) {
+    luaL_addstring(b, ",\"coordinator\":\"");
+    luaL_addstring(b, co);
+    luaL_addchar(b, '"');
+  }
+  luaL_addstring(b, ",\"children\":[");
 }
 
 /* core.tree_json(engine [, dn]) -> the tree (or dn's subtree) as JSON, the

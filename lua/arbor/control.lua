@@ -65,12 +65,24 @@ local function first_line(s)
   return l
 end
 
---- A drawn tree: one node a line with its state, uptime, restarts and last
--- error (errors shown while the node is not healthy).
+--- A drawn tree: one node a line with its state, lifecycle (when not main),
+-- whether it is blocked at its gate, its coordinator's state (for a parent
+-- of lifecycle children, until it is running), uptime, restarts and last error (shown while not healthy).
 function M.render_tree(t)
   local lines = {}
   local function label(n)
     local s = string.format("%s [%s]", n.name, n.state)
+    if n.lifecycle and n.lifecycle ~= "main" then
+      s = s .. " " .. n.lifecycle .. (n.sidecar and " sidecar" or "")
+    end
+    if n.blocked then s = s .. " blocked" end
+    local gated = false -- only parents with lifecycle children show theirs
+    for _, c in ipairs(n.children or {}) do
+      if c.lifecycle ~= "main" then gated = true end
+    end
+    if gated and n.coordinator ~= "running" then
+      s = s .. " coordinator=" .. tostring(n.coordinator)
+    end
     if n.uptime then s = s .. " up " .. duration(n.uptime) end
     if n.restarts and n.restarts > 0 then
       s = s .. string.format(" restarts=%d", n.restarts)
@@ -102,6 +114,9 @@ function M.render_event(ev)
   elseif ev.kind == "state" then
     return string.format("%s %-24s %s -> %s%s", clock(ev.time), ev.dn, ev.from,
       ev.to, ev.reason and ("  " .. first_line(ev.reason)) or "")
+  elseif ev.kind == "coordinator" then
+    return string.format("%s %-24s coordinator %s -> %s  (%s)", clock(ev.time),
+      ev.dn, ev.from, ev.to, ev.reason or "")
   end
   return string.format("%s %-24s %s: %s", clock(ev.time), ev.dn, ev.kind,
     ev.reason or "")
