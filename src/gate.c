@@ -68,6 +68,12 @@ void arbor_coord_init(arbor_coord *c) { memset(c, 0, sizeof *c); }
 
 void arbor_coord_add(arbor_coord *c, arbor_gate g, arbor_phase p) {
   c->count[g][p]++;
+  c->total[g]++;
+}
+
+void arbor_coord_remove(arbor_coord *c, arbor_gate g, arbor_phase p) {
+  c->count[g][p]--;
+  c->total[g]--;
 }
 
 void arbor_coord_move(arbor_coord *c, arbor_gate g, arbor_phase from,
@@ -79,9 +85,7 @@ void arbor_coord_move(arbor_coord *c, arbor_gate g, arbor_phase from,
 /* ---- what the counts say -------------------------------------------- */
 
 static uint32_t total(const arbor_coord *c, arbor_gate g) {
-  uint32_t n = 0;
-  for (int p = 0; p < ARBOR_PHASES; p++) n += c->count[g][p];
-  return n;
+  return c->total[g];
 }
 
 /* Children of g that exited for good. */

@@ -51,6 +51,7 @@ typedef enum arbor_phase {
 
 typedef struct arbor_coord {
   uint32_t count[ARBOR_GATES][ARBOR_PHASES];
+  uint32_t total[ARBOR_GATES]; /* children behind each gate, any phase */
   uint8_t state;    /* arbor_coord_state */
   uint8_t started;  /* input: the parent's first step ended (children known) */
   uint8_t stopping; /* input: the parent's context is canceled */
@@ -76,6 +77,8 @@ void arbor_coord_init(arbor_coord *c);
 void arbor_coord_add(arbor_coord *c, arbor_gate g, arbor_phase p);
 void arbor_coord_move(arbor_coord *c, arbor_gate g, arbor_phase from,
                       arbor_phase to);
+/* Forgets a child behind gate g in phase p (it was discarded). */
+void arbor_coord_remove(arbor_coord *c, arbor_gate g, arbor_phase p);
 
 /* 1 when c winds down: the parent is stopping, a prestart child gave up
    (L8), or every main child finished in a parent that has sidecars or

@@ -209,7 +209,7 @@ void arbor__lc_canceled(arbor_engine *e, pnode *pn) {
 
 void arbor__lc_detached(pnode *pn) {
   arbor_pcoord *pc = coord_of(pn->n.parent);
-  if (pc) pc->c.count[gate_of(&pn->n)][pn->n.phase]--;
+  if (pc) arbor_coord_remove(&pc->c, gate_of(&pn->n), (arbor_phase)pn->n.phase);
 }
 
 void arbor__lc_free(pnode *pn) {
