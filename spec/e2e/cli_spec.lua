@@ -1,15 +1,6 @@
 -- End-to-end: the real arbor binary on real scripts.
-local bin = os.getenv("ARBOR_BIN") or "build/arbor"
-local fixtures = "spec/e2e/fixtures/"
-
--- Runs a shell command; returns its exit code and combined output.
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"exit:$?\"")
-  local out = p:read("a")
-  p:close()
-  local code = tonumber(out:match("exit:(%d+)%s*$"))
-  return code, out:gsub("exit:%d+%s*$", "")
-end
+local support = require "e2e.support"
+local bin, fixtures, sh = support.bin, support.fixtures, support.sh
 
 local function tmpname()
   local n = os.tmpname()

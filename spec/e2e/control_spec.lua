@@ -6,34 +6,10 @@ local client = require "arbor.client"
 local core = require "arbor.core"
 local json = require "arbor.json"
 
-local bin = os.getenv("ARBOR_BIN") or "build/arbor"
+local support = require "e2e.support"
+local bin, q, sh, mktemp = support.bin, support.q, support.sh, support.mktemp
+local read_file = support.read
 local fixture = "spec/e2e/fixtures/live.lua"
-
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
--- Runs a shell command; returns its exit code and combined output.
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"exit:$?\"")
-  local out = p:read("a")
-  p:close()
-  local code = tonumber(out:match("exit:(%d+)%s*$"))
-  return code, (out:gsub("exit:%d+%s*$", ""))
-end
-
-local function mktemp()
-  local p = io.popen("mktemp -d")
-  local d = p:read("l")
-  p:close()
-  return d
-end
-
-local function read_file(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
 -- Polls fn (bounded: about 10 s) until it returns a true value.
 local function poll(fn, what)

@@ -1,29 +1,8 @@
 -- The process examples of docs/examples/ run under the real binary: each
 -- comes up (a line in its output), then stops cleanly on SIGTERM.
-local bin = os.getenv("ARBOR_BIN") or "build/arbor"
-
-local function read(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function sh(cmd)
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  return out
-end
-
-local function eventually(pred)
-  for _ = 1, 2000 do -- a failure guard: 20 s
-    if pred() then return true end
-    os.execute("sleep 0.01")
-  end
-  return false
-end
+local support = require "e2e.support"
+local bin, read, eventually = support.bin, support.read, support.eventually
+local sh = support.capture
 
 -- Runs `arbor run ARGS`, waits for pattern in its output, sends SIGTERM
 -- and returns the exit status and the output.

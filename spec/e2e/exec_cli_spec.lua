@@ -1,22 +1,9 @@
 -- End-to-end: processes under the real arbor binary: kill -9 of arbor
 -- leaves nothing behind; --init as PID 1 reaps orphans and stops on SIGTERM.
-local bin = os.getenv("ARBOR_BIN") or "build/arbor"
-local fixtures = "spec/e2e/fixtures/"
-
-local function read(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function sh(cmd)
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  return out
-end
+local support = require "e2e.support"
+local bin, fixtures = support.bin, support.fixtures
+local read, eventually = support.read, support.eventually
+local sh = support.capture
 
 -- Live (non-zombie) processes: {pid, pgid, cmdline}.
 local function processes()
@@ -31,15 +18,6 @@ local function processes()
     end
   end
   return out
-end
-
--- Polls (bounded: a failure guard) until pred() holds.
-local function eventually(pred, tries)
-  for _ = 1, tries or 2000 do
-    if pred() then return true end
-    os.execute("sleep 0.01")
-  end
-  return false
 end
 
 describe("arbor processes, end to end", function()

@@ -1,13 +1,6 @@
 -- End-to-end: the lifecycle example under the real arbor binary.
-local bin = os.getenv("ARBOR_BIN") or "build/arbor"
-
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1; echo \"exit:$?\"")
-  local out = p:read("a")
-  p:close()
-  local code = tonumber(out:match("exit:(%d+)%s*$"))
-  return code, out:gsub("exit:%d+%s*$", "")
-end
+local support = require "e2e.support"
+local bin, sh = support.bin, support.sh
 
 describe("arbor run docs/examples/lifecycle.lua", function()
   it("runs the sequence and ends by itself, exit 0", function()
