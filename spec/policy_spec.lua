@@ -485,4 +485,33 @@ describe("P1 the reused event table", function()
     assert.same({dn = "root.b", n = 1, consecutive = 1}, last)
     assert.same({dn = "root.a", n = 5, consecutive = 5}, seen[#seen - 1])
   end)
+
+  it("gives pairs every field, one failures table per call, nothing after the call", function()
+    local h = new()
+    local copy, same, kept
+    h:start(function(ctx)
+      ctx:run("a", function(c) c:sleep(1) error("boom") end, {policy = function(ev)
+        copy = {}
+        for k, v in pairs(ev) do copy[k] = v end
+        same = ev.failures == ev.failures
+        kept = ev
+        return "stop"
+      end})
+      idle(ctx)
+    end)
+    h:advance(1)
+    local keys = {}
+    for k in pairs(copy) do keys[#keys + 1] = k end
+    table.sort(keys)
+    assert.same({"consecutive", "dn", "err", "failure", "failures", "healthy",
+      "memory", "now", "restarts", "returned", "uptime"}, keys)
+    assert.equal("root.a", copy.dn)
+    assert.equal(1, copy.consecutive)
+    assert.same({1}, copy.failures)
+    assert.matches("boom", copy.err)
+    assert.is_true(same)
+    -- read after its call, the reused table describes no node
+    assert.is_nil(kept.dn)
+    assert.is_nil(kept.consecutive)
+  end)
 end)

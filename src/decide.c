@@ -57,102 +57,117 @@ static void push_memory(lua_State *L, pnode *pn) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, h->memory_ref);
 }
 
-/* __index of the reused event table: `failures` and `memory` are built
-   when a policy reads them (most never do), from the node being decided.
-   Upvalue 1: the engine. */
-static int event_index(lua_State *L) {
-  arbor_engine *e = lua_touserdata(L, lua_upvalueindex(1));
-  const char *k = lua_tostring(L, 2);
-  if (!e->policy_pn || !k) return 0;
-  if (strcmp(k, "failures") == 0)
-    push_failures(L, e->policy_pn);
-  else if (strcmp(k, "memory") == 0)
-    push_memory(L, e->policy_pn);
-  else
+/* The fields of the P1 event, `failures` last (it allocates). */
+static const char *const event_keys[] = {
+    "consecutive", "failure", "uptime",   "healthy", "now",     "err",
+    "dn",          "restarts", "returned", "memory",  "failures"};
+#define EVENT_KEYS (sizeof event_keys / sizeof *event_keys)
+
+/* [-0, +1, m] field k of pn's policy event; returns 0 (pushing nothing)
+   for a key the event does not have. */
+static int push_event_field(arbor_engine *e, pnode *pn, lua_State *L,
+                            const char *k) {
+  if (strcmp(k, "consecutive") == 0) {
+    lua_pushinteger(L, pn->consecutive);
+  } else if (strcmp(k, "failure") == 0) {
+    lua_pushinteger(L, pn->failures ? (lua_Integer)pn->failures->count : 0);
+  } else if (strcmp(k, "uptime") == 0) {
+    lua_pushnumber(L, pn->exited - pn->started);
+  } else if (strcmp(k, "healthy") == 0) {
+    lua_pushnumber(L, pn->healthy_at >= 0 ? pn->exited - pn->healthy_at : 0);
+  } else if (strcmp(k, "now") == 0) {
+    lua_pushnumber(L, arbor__step_time(e));
+  } else if (strcmp(k, "err") == 0) {
+    if (pn->error)
+      lua_pushlstring(L, pn->error->s, pn->error->len);
+    else
+      lua_pushliteral(L, "");
+  } else if (strcmp(k, "dn") == 0) {
+    char buf[1024];
+    size_t dl = arbor_node_dn(&pn->n, buf, sizeof buf);
+    lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
+  } else if (strcmp(k, "restarts") == 0) {
+    lua_pushinteger(L, pn->restarts);
+  } else if (strcmp(k, "returned") == 0) {
+    lua_pushboolean(L, (pn->pflags & PN_RETURNED) != 0);
+  } else if (strcmp(k, "memory") == 0) {
+    push_memory(L, pn);
+  } else if (strcmp(k, "failures") == 0) {
+    push_failures(L, pn);
+  } else {
     return 0;
-  lua_pushvalue(L, -1);
-  lua_setfield(L, 1, k); /* kept for the next read */
+  }
   return 1;
 }
 
-/* __pairs of the reused event table: `failures` and `memory` are filled in
-   first, so a policy that copies the table gets them. Upvalue 1: the
+/* [-0, +1, m] a new table with every field of pn's event. */
+static void push_full_event(arbor_engine *e, pnode *pn, lua_State *L) {
+  lua_createtable(L, 0, (int)EVENT_KEYS);
+  for (size_t i = 0; i < EVENT_KEYS; i++) {
+    push_event_field(e, pn, L, event_keys[i]);
+    lua_setfield(L, -2, event_keys[i]);
+  }
+}
+
+/* __index of the reused event table: every field is read from the node
+   being decided when the policy asks for it (most policies read one or two
+   fields, and setting all eleven cost more than the rest of the decision).
+   `failures` is kept in the table until the next call, so a policy reading
+   it twice gets one table. Upvalue 1: the engine. */
+static int event_index(lua_State *L) {
+  arbor_engine *e = lua_touserdata(L, lua_upvalueindex(1));
+  const char *k = lua_tostring(L, 2);
+  if (!e->ev_pn || !k || !push_event_field(e, e->ev_pn, L, k)) return 0;
+  if (strcmp(k, "failures") == 0) {
+    lua_pushvalue(L, -1);
+    lua_setfield(L, 1, k);
+    e->ev_cached = 1;
+  }
+  return 1;
+}
+
+/* __pairs of the reused event table: iterates over a snapshot with every
+   field, so a policy that copies the event gets all of it. Upvalue 1: the
    engine. */
 static int event_pairs(lua_State *L) {
-  static const char *const lazy[] = {"failures", "memory"};
-  for (int i = 0; i < 2; i++) {
-    lua_pushstring(L, lazy[i]);
-    if (lua_rawget(L, 1) == LUA_TNIL) {
-      lua_pushvalue(L, lua_upvalueindex(1));
-      lua_pushcclosure(L, event_index, 1);
-      lua_pushvalue(L, 1);
-      lua_pushstring(L, lazy[i]);
-      lua_call(L, 2, 0);
-    }
-    lua_pop(L, 1);
-  }
+  arbor_engine *e = lua_touserdata(L, lua_upvalueindex(1));
   lua_getglobal(L, "next");
-  lua_pushvalue(L, 1);
+  if (e->ev_pn)
+    push_full_event(e, e->ev_pn, L);
+  else
+    lua_newtable(L); /* read after its call: the event has no fields */
   lua_pushnil(L);
   return 3;
 }
 
 /* Pushes the policy event of P1 for pn. The engine reuses one table for
-   every call that is not nested in another, and fills its `failures` only
-   when read: building a fresh table cost more than the rest of a restart.
-   [-0, +1, m] */
+   every call that is not nested in another; its fields are read through
+   event_index when the policy asks for them. A nested call gets a new
+   table with every field. [-0, +1, m] */
 static void push_policy_event(arbor_engine *e, pnode *pn, lua_State *L) {
-  char buf[1024];
-  size_t dl = arbor_node_dn(&pn->n, buf, sizeof buf);
-  int reuse = e->policy_depth == 0;
-  if (reuse && e->policy_ev_ref != LUA_NOREF) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
-  } else {
-    lua_createtable(L, 0, 11);
-    if (reuse) {
-      lua_createtable(L, 0, 2);
-      lua_pushlightuserdata(L, e);
-      lua_pushcclosure(L, event_index, 1);
-      lua_setfield(L, -2, "__index");
-      lua_pushlightuserdata(L, e);
-      lua_pushcclosure(L, event_pairs, 1);
-      lua_setfield(L, -2, "__pairs");
-      lua_setmetatable(L, -2);
-      lua_pushvalue(L, -1);
-      e->policy_ev_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
+  if (e->policy_depth > 0) {
+    push_full_event(e, pn, L);
+    return;
   }
-  lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
-  lua_setfield(L, -2, "dn");
-  if (pn->error)
-    lua_pushlstring(L, pn->error->s, pn->error->len);
-  else
-    lua_pushliteral(L, "");
-  lua_setfield(L, -2, "err");
-  lua_pushinteger(L, pn->consecutive);
-  lua_setfield(L, -2, "consecutive");
-  lua_pushinteger(L, pn->restarts);
-  lua_setfield(L, -2, "restarts");
-  if (reuse)
-    lua_pushnil(L); /* read through event_index */
-  else
-    push_failures(L, pn);
-  lua_setfield(L, -2, "failures");
-  if (!reuse || (pn->failures && pn->failures->memory_ref != LUA_NOREF))
-    push_memory(L, pn);
-  else
-    lua_pushnil(L); /* made when read, through event_index */
-  lua_setfield(L, -2, "memory");
-  lua_pushinteger(L, pn->failures ? (lua_Integer)pn->failures->count : 0);
-  lua_setfield(L, -2, "failure");
-  lua_pushnumber(L, pn->exited - pn->started);
-  lua_setfield(L, -2, "uptime");
-  lua_pushnumber(L, pn->healthy_at >= 0 ? pn->exited - pn->healthy_at : 0);
-  lua_setfield(L, -2, "healthy");
-  lua_pushboolean(L, (pn->pflags & PN_RETURNED) != 0);
-  lua_setfield(L, -2, "returned");
-  lua_pushnumber(L, arbor__step_time(e));
-  lua_setfield(L, -2, "now");
+  if (e->policy_ev_ref == LUA_NOREF) {
+    lua_createtable(L, 0, 1);
+    lua_createtable(L, 0, 2);
+    lua_pushlightuserdata(L, e);
+    lua_pushcclosure(L, event_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushlightuserdata(L, e);
+    lua_pushcclosure(L, event_pairs, 1);
+    lua_setfield(L, -2, "__pairs");
+    lua_setmetatable(L, -2);
+    e->policy_ev_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
+  if (e->ev_cached) {
+    lua_pushnil(L);
+    lua_setfield(L, -2, "failures");
+    e->ev_cached = 0;
+  }
+  e->ev_pn = pn;
 }
 
 enum { DECIDE_RESTART, DECIDE_STOP, DECIDE_ESCALATE, DECIDE_FAULTY };
@@ -191,6 +206,7 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
     e->policy_depth--;
     e->policy_pn = outer;
     e->policy_ev = outer_ev;
+    if (e->policy_depth == 0) e->ev_pn = NULL; /* the event is read in its call */
     arbor_str *why = NULL;
     if (st == LUA_OK) {
       lua_pushvalue(L, -1);

@@ -168,6 +168,8 @@ struct arbor_engine {
   uint64_t wakeups, resumes, restarts, policy_calls;
   double budget;          /* seconds a policy or subscriber may run */
   int policy_ev_ref;      /* the reused policy event table */
+  struct pnode *ev_pn;   /* the node it describes, during its call */
+  int ev_cached;         /* its `failures` was read (kept until the next call) */
   int policy_depth;       /* policy calls in progress */
   pnode *policy_pn;       /* the node its policy is deciding now */
   const void *policy_ev;  /* and the event table it was given */
