@@ -565,7 +565,8 @@ static void json_node(luaL_Buffer *b, pnode *pn, double now) {
   if (co) {
     luaL_addstring(b, ",\"coordinator\":\"");
     luaL_addstring(b, co);
-    luaL_addchar(b, '"');
+    luaL_addstring(b, arbor_lc_gated(pn) ? "\",\"gated\":true"
+                                          : "\",\"gated\":false");
   }
   luaL_addstring(b, ",\"children\":[");
 }

@@ -279,6 +279,7 @@ static void push_summary(lua_State *L, pnode *pn, int extra) {
   if (co) {
     lua_pushstring(L, co);
     lua_setfield(L, -2, "coordinator");
+    setbool(L, "gated", arbor_lc_gated(pn));
   }
 }
 

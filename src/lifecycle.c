@@ -115,6 +115,14 @@ const char *arbor_lc_state(const pnode *pn) {
                    : NULL;
 }
 
+int arbor_lc_gated(const pnode *pn) {
+  const arbor_pcoord *pc = pn->coord;
+  if (!pc) return 0;
+  for (int g = 0; g < ARBOR_GATES; g++)
+    if (g != ARBOR_GATE_MAIN && pc->c.total[g] > 0) return 1;
+  return 0;
+}
+
 int arbor_lc_blocked(const pnode *pn) {
   const arbor_node *n = &pn->n;
   return (n->lc & ARBOR_LC_BLOCKED) && (n->flags & ARBOR_F_PENDING) &&

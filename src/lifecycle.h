@@ -36,6 +36,9 @@ int arbor_lc_admit(arbor_engine *e, pnode *child);
 /* The coordinator state of pn, or NULL when pn has no children yet in this
    incarnation. */
 const char *arbor_lc_state(const pnode *pn);
+/* 1 when pn's coordinator orders any child that is not a plain main one
+   (prestart, poststart, poststop or sidecar children). */
+int arbor_lc_gated(const pnode *pn);
 /* 1 when pn is blocked behind a closed gate. */
 int arbor_lc_blocked(const pnode *pn);
 const char *arbor_lc_name(unsigned lc);

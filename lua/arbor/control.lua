@@ -76,11 +76,7 @@ function M.render_tree(t)
       s = s .. " " .. n.lifecycle .. (n.sidecar and " sidecar" or "")
     end
     if n.blocked then s = s .. " blocked" end
-    local gated = false -- only parents with lifecycle children show theirs
-    for _, c in ipairs(n.children or {}) do
-      if c.lifecycle ~= "main" then gated = true end
-    end
-    if gated and n.coordinator ~= "running" then
+    if n.gated and n.coordinator ~= "running" then
       s = s .. " coordinator=" .. tostring(n.coordinator)
     end
     if n.uptime then s = s .. " up " .. duration(n.uptime) end

@@ -273,8 +273,10 @@ function M._check_root_options(what, opts)
   end
 end
 
---- The event printer used by `arbor run`.
-local function print_event(ev)
+--- The event printer used by `arbor run`. Coordinator moves are printed for
+-- parents of lifecycle children only: a parent of plain children goes
+-- through every state at once, which says nothing.
+local function print_event(ev, e)
   local line
   if ev.kind == "state" and ev.from == ev.to then -- a first start
     line = string.format("%s %-24s -> %s  (%s)", fmt_time(ev.time), ev.dn,
@@ -283,6 +285,8 @@ local function print_event(ev)
     line = string.format("%s %-24s %s -> %s%s", fmt_time(ev.time), ev.dn,
       ev.from, ev.to, ev.reason and ("  " .. ev.reason) or "")
   elseif ev.kind == "coordinator" then
+    local parent = e:node(ev.dn)
+    if parent and not parent.gated then return end
     line = string.format("%s %-24s coordinator %s -> %s  (%s)", fmt_time(ev.time),
       ev.dn, ev.from, ev.to, ev.reason or "")
   else
@@ -360,7 +364,7 @@ function M.run(root, opts)
     end
   end
   if sink then e:set_log(sink) end
-  if not quiet then e:subscribe(print_event) end
+  if not quiet then e:subscribe(function(ev) print_event(ev, e) end) end
   if opts.on_event then e:subscribe(opts.on_event) end
   running_engine = e
   local ok, result, reason = pcall(function()
@@ -428,7 +432,8 @@ function M.random() return engine():random() end
 
 --- Draws a tree snapshot (arbor.tree() or h:tree()) as indented text, one
 -- node a line: name, state, lifecycle (when not main), blocked, the
--- coordinator state of a parent, restarts and last error.
+-- coordinator state of a parent of lifecycle children, restarts and last
+-- error.
 function M.render(t)
   t = t or M.tree()
   local lines = {}
@@ -438,7 +443,7 @@ function M.render(t)
       label = label .. " " .. n.lifecycle .. (n.sidecar and " sidecar" or "")
     end
     if n.blocked then label = label .. " blocked" end
-    if n.coordinator and #(n.children or {}) > 0 then
+    if n.gated then
       label = label .. " {" .. n.coordinator .. "}"
     end
     if n.restarts and n.restarts > 0 then
