@@ -19,33 +19,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Signals a child must get back to their defaults: those ignored in arbor
-   (a shell starts background jobs with SIGINT and SIGQUIT ignored, nohup
-   ignores SIGHUP), since exec keeps ignored signals ignored; handled ones
-   exec resets itself. Read once, when arbor has only installed handlers;
-   SIGPIPE always, since the control socket ignores it later (control.c). */
-static sigset_t ignored;
-static int ignored_read, devnull = -1;
+/* Signals a child gets back at their defaults. exec resets handled ones
+   itself but keeps ignored ones ignored: a shell starts background jobs
+   with SIGINT and SIGQUIT ignored, nohup ignores SIGHUP, and the control
+   socket ignores SIGPIPE (control.c). Resetting the whole list, whatever
+   arbor's disposition is now, covers all of them. */
+static const int default_sigs[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,
+                                   SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM, SIGTSTP,
+                                   SIGTTIN, SIGTTOU, SIGXFSZ};
+static sigset_t defaults;
+static int prepared, devnull = -1;
 
-static void read_ignored(void) {
-  static const int sigs[] = {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP,
-                             SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM, SIGTSTP,
-                             SIGTTIN, SIGTTOU, SIGXFSZ};
-  sigemptyset(&ignored);
-  sigaddset(&ignored, SIGPIPE);
-  for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
-    struct sigaction sa;
-    if (sigaction(sigs[i], NULL, &sa) == 0 && sa.sa_handler == SIG_IGN)
-      sigaddset(&ignored, sigs[i]);
-  }
+static void prepare(void) {
+  sigemptyset(&defaults);
+  for (size_t i = 0; i < sizeof default_sigs / sizeof *default_sigs; i++)
+    sigaddset(&defaults, default_sigs[i]);
   devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  ignored_read = 1;
+  prepared = 1;
 }
 
 int arbor_spawn(const char *file, char *const argv[], char *const env[],
                 const char *cwd, int stdin_inherit, const int *child_fds,
                 int nfds, int umask_value, pid_t *pid) {
-  if (!ignored_read) read_ignored();
+  if (!prepared) prepare();
   posix_spawn_file_actions_t fa;
   posix_spawnattr_t at;
   posix_spawn_file_actions_init(&fa);
@@ -60,7 +56,7 @@ int arbor_spawn(const char *file, char *const argv[], char *const env[],
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &ignored);
+  posix_spawnattr_setsigdefault(&at, &defaults);
   posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
                                     POSIX_SPAWN_SETSIGDEF);
   mode_t old = 0;
