@@ -59,6 +59,16 @@ function M.open(path)
   return setmetatable({c = c, next_id = 0, path = path}, Conn)
 end
 
+--- The connection to SOCKET (resolved as M.resolve does), or nil after
+-- printing why on stderr, prefixed with `who`.
+local function open_socket(who, sock)
+  local path, err = M.resolve(sock)
+  local conn
+  if path then conn, err = M.open(path) end
+  if not conn then errf("%s: %s", who, err) end
+  return conn
+end
+
 --- Sends a request; returns its id.
 function Conn:send(req)
   self.next_id = self.next_id + 1
@@ -189,25 +199,15 @@ function M.ctl(args)
     errf("arbor ctl %s: wrong number of arguments\n%s", cmd, ctl_usage)
     return 2
   end
-  local path, err = M.resolve(sock)
-  if not path then
-    errf("arbor ctl: %s", err)
-    return 3
-  end
-  local conn
-  conn, err = M.open(path)
-  if not conn then
-    errf("arbor ctl: %s", err)
-    return 3
-  end
+  local conn = open_socket("arbor ctl", sock)
+  if not conn then return 3 end
   local req = {op = cmd, json = flags.json, follow = flags.follow, n = flags.n}
   if cmd == "eval" then
     req.code, req.budget = pos[1], flags.budget
   elseif pos[1] then
     req.dn = pos[1]
   end
-  local reply
-  reply, err = conn:request(req, print_stream)
+  local reply, err = conn:request(req, print_stream)
   if not reply then
     conn:close()
     if req.follow and err == "connection closed by the engine" then return 0 end
@@ -270,19 +270,9 @@ function M.repl(args)
       return 2
     else sock = a end
   end
-  local path, err = M.resolve(sock)
-  if not path then
-    errf("arbor repl: %s", err)
-    return 3
-  end
-  local conn
-  conn, err = M.open(path)
-  if not conn then
-    errf("arbor repl: %s", err)
-    return 3
-  end
-  local st
-  st, err = conn:request({op = "status", json = true})
+  local conn = open_socket("arbor repl", sock)
+  if not conn then return 3 end
+  local st, err = conn:request({op = "status", json = true})
   if not st or st.id == json.null or not st.ok then
     errf("arbor repl: %s", st and st.error or err)
     return 3
