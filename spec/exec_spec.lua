@@ -228,7 +228,15 @@ describe("ctx:exec", function()
   end)
 
   it("refuses bad input clearly, leaving no zombie and no fd", function()
+    -- executable, but no program the kernel can run: only exec finds out
+    local garbage = os.tmpname()
+    local f = assert(io.open(garbage, "w"))
+    f:write("\0\1\2 not a program\n")
+    f:close()
+    os.execute("chmod +x " .. garbage)
+    finally(function() os.remove(garbage) end)
     local cases = {
+      {{garbage}, {}, "cannot start " .. garbage .. ": Exec format error (ENOEXEC)"},
       {{"/nonexistent/prog"}, {}, "/nonexistent/prog: No such file or directory (ENOENT)"},
       {{"no-such-program-x5"}, {}, "no-such-program-x5: not found in PATH"},
       {{"/etc/passwd"}, {}, "/etc/passwd: not executable"},

@@ -1,15 +1,14 @@
-/* exec.c: processes of runnables on libuv's process API. See exec.h.
+/* exec.c: processes of runnables, on arbor's libuv loop. See exec.h.
  *
- * Each process is spawned with UV_PROCESS_DETACHED (setsid: its own session
+ * Each process is started by spawn.c in a new session (its own session
  * and process group, out of the terminal's foreground group, so a Ctrl-C
  * reaches arbor only and arbor stops the tree in order). Its stdout and
- * stderr are pipes read into the node's log line by line.
+ * stderr are pipes read into the node's log line by line, and its exit is
+ * reaped on SIGCHLD.
  *
- * No orphans: PR_SET_PDEATHSIG would need code in the child between fork
- * and exec (libuv and posix_spawn offer no hook; an exec shim costs one
- * more exec per start, about a third of the spawn rate on the development
- * VM) and would cover only the main process, not its group. Instead a guard
- * process, forked once, holds one end of a socket whose other end only
+ * No orphans: each process gets PR_SET_PDEATHSIG (spawn.c), which covers
+ * only the main process, not its group. So a guard process, forked once,
+ * holds one end of a socket whose other end only
  * arbor has (close-on-exec), and shares a table of live process groups
  * with arbor; when arbor dies, even by SIGKILL, the guard reads EOF and
  * SIGKILLs every group in the table.
@@ -44,6 +43,7 @@
 /* pipe2 is a GNU extension; _GNU_SOURCE here would let <pthread.h> (from
    uv.h) pick up src/sched.h for the system's <sched.h>. */
 extern int pipe2(int fds[2], int flags);
+extern const char *strerrorname_np(int errnum);
 
 extern char **environ;
 
@@ -346,7 +346,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 static void check(arbor_proc *p);
-static void fast_exited(arbor_proc *p, int st);
+static void reaped(arbor_proc *p, int st);
 
 static int stream_index(arbor_proc *p, uv_stream_t *s) {
   if (s == (uv_stream_t *)&p->out) return 0;
@@ -365,10 +365,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     /* output closed, most often because the process exited: reaping it
        now spares waiting for SIGCHLD (one loop turn less per restart) */
     int st;
-    if (p->fast && !p->exited && uv_is_closing((uv_handle_t *)&p->out) &&
+    if (!p->exited && uv_is_closing((uv_handle_t *)&p->out) &&
         uv_is_closing((uv_handle_t *)&p->err) &&
         waitpid(p->pid, &st, WNOHANG) == p->pid)
-      fast_exited(p, st);
+      reaped(p, st);
     else
       check(p);
   }
@@ -483,22 +483,16 @@ static void proc_exited(arbor_proc *p, int64_t status, int term_signal) {
   check(p);
 }
 
-static void on_proc_exit(uv_process_t *h, int64_t status, int term_signal) {
-  arbor_proc *p = h->data;
-  close_handle(p, (uv_handle_t *)h);
-  proc_exited(p, status, term_signal);
-}
-
-/* A process started by posix_spawn was reaped with wait status st. */
-static void fast_exited(arbor_proc *p, int st) {
+/* A process was reaped with wait status st. */
+static void reaped(arbor_proc *p, int st) {
   if (WIFSIGNALED(st))
     proc_exited(p, 0, WTERMSIG(st));
   else
     proc_exited(p, WEXITSTATUS(st), 0);
 }
 
-/* SIGCHLD: reaps the processes started by posix_spawn (libuv reaps its
-   own the same way: waitpid on each pid it knows). */
+/* SIGCHLD: reaps arbor's processes (libuv reaps its own, luv's, the same
+   way: waitpid on each pid it knows). */
 static uv_signal_t chld;
 static void on_chld(uv_signal_t *h, int sig) {
   (void)h;
@@ -506,8 +500,8 @@ static void on_chld(uv_signal_t *h, int sig) {
   for (arbor_proc *p = procs, *next; p; p = next) {
     next = p->next;
     int st;
-    if (p->fast && !p->exited && waitpid(p->pid, &st, WNOHANG) == p->pid)
-      fast_exited(p, st);
+    if (!p->exited && waitpid(p->pid, &st, WNOHANG) == p->pid)
+      reaped(p, st);
   }
 }
 
@@ -549,11 +543,11 @@ static char **child_env(char **base, char *extra) {
   return env;
 }
 
-/* Starts a process that keeps arbor's uid and gid with posix_spawn
-   (spawn.c). Pipes are made here and handed to libuv; the exit is reaped on
-   SIGCHLD (on_chld). Returns 0 or a negative libuv error. */
-static int fast_spawn(arbor_proc *p, const arbor_proc_opts *o, char **env,
-                      uv_loop_t *loop) {
+/* Starts the process (spawn.c) with its output on fresh pipes handed to
+   libuv; the exit is reaped on SIGCHLD (on_chld). Returns 0 or a negative
+   errno. */
+static int start(arbor_proc *p, const arbor_proc_opts *o, char **env,
+                 uv_loop_t *loop) {
   int fds[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, child[3];
   int n = o->ready == PROC_READY_NOTIFY ? 3 : 2, rc = 0;
   for (int i = 0; i < n && rc == 0; i++)
@@ -565,10 +559,13 @@ static int fast_spawn(arbor_proc *p, const arbor_proc_opts *o, char **env,
   }
   pid_t pid = 0;
   for (int i = 0; i < n; i++) child[i] = fds[i][1];
-  if (rc == 0)
-    rc = -arbor_spawn(o->file, o->argv, env ? env : environ, o->cwd,
-                      o->stdin_inherit, child,
-                      n, o->umask, &pid);
+  arbor_spawn_opts so = {
+      .file = o->file, .argv = o->argv, .env = env ? env : environ,
+      .cwd = o->cwd, .child_fds = child, .nfds = n,
+      .stdin_inherit = o->stdin_inherit, .umask_value = o->umask,
+      .set_uid = o->set_uid, .set_gid = o->set_gid, .uid = o->uid,
+      .gid = o->gid};
+  if (rc == 0) rc = -arbor_spawn(&so, &pid);
   uv_pipe_t *ends[3] = {&p->out, &p->err, &p->note};
   for (int i = 0; i < n; i++) {
     if (fds[i][1] >= 0) close(fds[i][1]);
@@ -578,10 +575,7 @@ static int fast_spawn(arbor_proc *p, const arbor_proc_opts *o, char **env,
     else
       close(fds[i][0]);
   }
-  if (rc == 0) {
-    p->pid = pid;
-    p->fast = 1;
-  }
+  if (rc == 0) p->pid = pid;
   return rc;
 }
 
@@ -621,14 +615,17 @@ static int sd_open(arbor_proc *p, const arbor_proc_opts *o, char *err,
   return 0;
 }
 
+/* rc: a negative errno (libuv's errors are those too) */
 static void spawn_error(const arbor_proc_opts *o, int rc, char *err,
                         size_t errlen) {
+  const char *name = strerrorname_np(-rc);
+  if (!name) name = uv_err_name(rc);
   if (rc == UV_ENOENT && o->cwd)
     snprintf(err, errlen, "cannot start %s in %s: %s (%s)", o->file, o->cwd,
-             uv_strerror(rc), uv_err_name(rc));
+             strerror(-rc), name);
   else
-    snprintf(err, errlen, "cannot start %s: %s (%s)", o->file,
-             uv_strerror(rc), uv_err_name(rc));
+    snprintf(err, errlen, "cannot start %s: %s (%s)", o->file, strerror(-rc),
+             name);
 }
 
 int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
@@ -652,16 +649,8 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
   uv_pipe_init(loop, &p->out, 0);
   uv_pipe_init(loop, &p->err, 0);
   uv_timer_init(loop, &p->timer);
-  p->out.data = p->err.data = p->timer.data = p->process.data = p;
+  p->out.data = p->err.data = p->timer.data = p;
   p->handles = 3;
-  uv_stdio_container_t stdio[4];
-  stdio[0].flags = o->stdin_inherit ? UV_INHERIT_FD : UV_IGNORE;
-  stdio[0].data.fd = 0;
-  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-  stdio[1].data.stream = (uv_stream_t *)&p->out;
-  stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-  stdio[2].data.stream = (uv_stream_t *)&p->err;
-  int nstdio = 3;
   char extra[200];
   char *extra_var = NULL;
   int rc = 0;
@@ -669,9 +658,6 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
     uv_pipe_init(loop, &p->note, 0);
     p->note.data = p;
     p->handles++;
-    stdio[3].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-    stdio[3].data.stream = (uv_stream_t *)&p->note;
-    nstdio = 4;
     snprintf(extra, sizeof extra, "ARBOR_NOTIFY_FD=3");
     extra_var = extra;
   } else if (o->ready == PROC_READY_SYSTEMD) {
@@ -686,42 +672,18 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
   }
   char **env = rc == 0 ? child_env(o->env, extra_var) : NULL;
   if (rc == 0 && !env && (o->env || extra_var)) rc = UV_ENOMEM;
-  if (rc == 0 && !o->set_uid && !o->set_gid) {
-    rc = fast_spawn(p, o, env, loop);
+  if (rc == 0) {
+    rc = start(p, o, env, loop);
     if (rc != 0) spawn_error(o, rc, err, errlen);
-  } else if (rc == 0) {
-    uv_process_options_t po;
-    memset(&po, 0, sizeof po);
-    po.exit_cb = on_proc_exit;
-    po.file = o->file;
-    po.args = o->argv;
-    po.env = env;
-    po.cwd = o->cwd;
-    po.flags = UV_PROCESS_DETACHED;
-    if (o->set_uid) po.flags |= UV_PROCESS_SETUID, po.uid = o->uid;
-    if (o->set_gid) po.flags |= UV_PROCESS_SETGID, po.gid = o->gid;
-    po.stdio_count = nstdio;
-    po.stdio = stdio;
-    mode_t old = 0;
-    if (o->umask >= 0) old = umask((mode_t)o->umask);
-    rc = uv_spawn(loop, &p->process, &po);
-    if (o->umask >= 0) umask(old);
-    p->handles++; /* closed even when the spawn failed */
-    if (rc != 0) spawn_error(o, rc, err, errlen);
-    p->pid = p->process.pid;
   }
   free(env);
   if (rc != 0) {
-    /* libuv closes a process handle that failed to spawn itself: only the
-       handles initialized here are closed */
     p->exited = p->gone = 1;
     p->lua_gone = 1;
     close_handle(p, (uv_handle_t *)&p->out);
     close_handle(p, (uv_handle_t *)&p->err);
     close_handle(p, (uv_handle_t *)&p->note);
     close_handle(p, (uv_handle_t *)&p->timer);
-    if (p->process.type == UV_PROCESS)
-      close_handle(p, (uv_handle_t *)&p->process);
     sd_close(p);
     return rc;
   }
@@ -741,7 +703,6 @@ static void kill_now(arbor_proc *p) {
   if (!p->gone) {
     signal_group(p, SIGKILL);
     if (!p->exited) {
-      if (!p->fast) close_handle(p, (uv_handle_t *)&p->process);
       int st;
       while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
       }
@@ -802,10 +763,10 @@ static void reap(uv_loop_t *loop) {
       return;
     int pid = si.si_pid, st;
     arbor_proc *mine = procs;
-    while (mine && !(mine->fast && !mine->exited && mine->pid == pid))
+    while (mine && !(!mine->exited && mine->pid == pid))
       mine = mine->next;
-    if (mine) { /* one of ours, started by posix_spawn */
-      if (waitpid(pid, &st, WNOHANG) == pid) fast_exited(mine, st);
+    if (mine) { /* one of ours */
+      if (waitpid(pid, &st, WNOHANG) == pid) reaped(mine, st);
       continue;
     }
     uv_walk(loop, collect_pid, &pid);

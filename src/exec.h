@@ -36,7 +36,6 @@ typedef struct arbor_proc_opts {
 typedef struct arbor_proc arbor_proc;
 
 struct arbor_proc {
-  uv_process_t process;
   uv_pipe_t out, err, note; /* stdout, stderr, s6 notification pipe */
   uv_poll_t sd;             /* systemd notification socket */
   uv_timer_t timer;         /* the stop: polls the group, SIGKILL at grace */
@@ -67,7 +66,6 @@ struct arbor_proc {
   uint8_t killed;           /* SIGKILL sent */
   uint8_t lua_gone;         /* the Lua handle was collected */
   uint8_t waiting;          /* the owner is parked on this process */
-  uint8_t fast;             /* started by posix_spawn, reaped by exec.c */
   uint32_t wait_seq;
 };
 

@@ -1,6 +1,7 @@
-/* spawn.c: posix_spawn with what arbor's processes need. glibc runs it as
- * a vfork-style clone, much cheaper than the fork libuv 1.44 uses: a
- * respawn loop runs close to a plain C posix_spawn loop.
+/* spawn.c: starting a program the way arbor's processes need, with
+ * vfork: the child borrows arbor's memory and stack until it execs, so a
+ * start costs no page-table copy (libuv 1.44's uv_spawn forks) and no
+ * child stack either (glibc's posix_spawn maps and unmaps one per call).
  */
 #define _GNU_SOURCE
 #include "spawn.h"
@@ -9,14 +10,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Signals a child gets back at their defaults. exec resets handled ones
@@ -38,34 +41,81 @@ static void prepare(void) {
   prepared = 1;
 }
 
-int arbor_spawn(const char *file, char *const argv[], char *const env[],
-                const char *cwd, int stdin_inherit, const int *child_fds,
-                int nfds, int umask_value, pid_t *pid) {
-  if (!prepared) prepare();
-  posix_spawn_file_actions_t fa;
-  posix_spawnattr_t at;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawnattr_init(&at);
-  if (!stdin_inherit && devnull >= 0)
-    posix_spawn_file_actions_adddup2(&fa, devnull, 0);
-  else if (!stdin_inherit)
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  for (int i = 0; i < nfds; i++)
-    posix_spawn_file_actions_adddup2(&fa, child_fds[i], i + 1);
-  if (cwd) posix_spawn_file_actions_addchdir_np(&fa, cwd);
+/* The vfork child's errno when it could not exec, read by arbor once the
+   child is gone (they share memory until then). Spawns happen on the
+   loop's thread only. */
+static volatile int child_errno;
+
+/* fd as the child's target, without close-on-exec. */
+static int place_fd(int fd, int target) {
+  if (fd == target) return fcntl(fd, F_SETFD, 0);
+  return dup2(fd, target);
+}
+
+/* The vfork child: runs on arbor's stack while arbor waits, so it only
+   makes system calls and never returns. Every signal is blocked on entry. */
+static __attribute__((noreturn)) void child(const arbor_spawn_opts *o) {
+  /* A handler of arbor's must not run here, in arbor's memory: handled
+     signals go back to their defaults before any is unblocked. */
+  struct sigaction dfl, cur;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    if (sigismember(&defaults, sig) ||
+        (sigaction(sig, NULL, &cur) == 0 && cur.sa_handler != SIG_DFL &&
+         cur.sa_handler != SIG_IGN))
+      sigaction(sig, &dfl, NULL);
+  }
+  if (setsid() < 0) goto fail;
+  /* dies with arbor even if the guard is gone (the guard covers the group) */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (!o->stdin_inherit) {
+    if (devnull >= 0) {
+      if (dup2(devnull, 0) < 0) goto fail;
+    } else {
+      int fd = open("/dev/null", O_RDONLY);
+      if (fd < 0 || (fd != 0 && (dup2(fd, 0) < 0 || close(fd) < 0))) goto fail;
+    }
+  }
+  for (int i = 0; i < o->nfds; i++)
+    if (place_fd(o->child_fds[i], i + 1) < 0) goto fail;
+  if (o->cwd && chdir(o->cwd) < 0) goto fail;
+  if (o->umask_value >= 0) umask((mode_t)o->umask_value);
+  /* raw system calls: glibc's wrappers would also change the credentials
+     of arbor's other threads, whose memory this child shares. Dropping the
+     supplementary groups fails unless root, which is fine (as in libuv). */
+  if (o->set_uid || o->set_gid) syscall(SYS_setgroups, 0, NULL);
+  if (o->set_gid && syscall(SYS_setgid, o->gid) < 0) goto fail;
+  if (o->set_uid && syscall(SYS_setuid, o->uid) < 0) goto fail;
   sigset_t none;
   sigemptyset(&none);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setsigdefault(&at, &defaults);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
-                                    POSIX_SPAWN_SETSIGDEF);
-  mode_t old = 0;
-  if (umask_value >= 0) old = umask((mode_t)umask_value);
-  int rc = posix_spawn(pid, file, &fa, &at, argv, env);
-  if (umask_value >= 0) umask(old);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  return rc;
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  execve(o->file, o->argv, o->env);
+fail:
+  child_errno = errno ? errno : EINVAL;
+  _exit(127);
+}
+
+int arbor_spawn(const arbor_spawn_opts *o, pid_t *pid) {
+  if (!prepared) prepare();
+  child_errno = 0;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t p = vfork();
+  if (p == 0) child(o); /* does not return */
+  int rc = p < 0 ? errno : 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc) return rc;
+  if (child_errno) { /* it could not exec: reap it, report why */
+    int st;
+    while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
+    }
+    return child_errno;
+  }
+  *pid = p;
+  return 0;
 }
 
 const char *arbor_shim_path(void) {

@@ -1,20 +1,29 @@
-/* spawn.h: starting a program with posix_spawn (see spawn.c). Compiled
- * without src/ on the include path: src/sched.h would shadow the system's
- * <sched.h> that <spawn.h> needs.
+/* spawn.h: starting a program (see spawn.c). Compiled without src/ on the
+ * include path: src/sched.h would shadow the system's <sched.h>.
  */
 #ifndef ARBOR_SPAWN_H
 #define ARBOR_SPAWN_H
 
 #include <sys/types.h>
 
-/* Starts file with argv and env in a new session (its own process group),
-   all signals at their defaults and none blocked, stdin on /dev/null unless
-   stdin_inherit, the child ends of the nfds pipes in child_fds as fds 1,
-   2, 3..., in cwd (if set), under umask_value (if >= 0). Returns 0 and
-   *pid, or an errno value (ENOENT, EACCES, ...). */
-int arbor_spawn(const char *file, char *const argv[], char *const env[],
-                const char *cwd, int stdin_inherit, const int *child_fds,
-                int nfds, int umask_value, pid_t *pid);
+typedef struct {
+  const char *file;        /* a path: no PATH search */
+  char *const *argv, *const *env;
+  const char *cwd;         /* NULL: arbor's */
+  const int *child_fds;    /* become the child's fds 1, 2, 3... */
+  int nfds;
+  int stdin_inherit;       /* else stdin is /dev/null */
+  int umask_value;         /* < 0: arbor's */
+  int set_uid, set_gid;    /* switch to uid / gid (supplementary groups dropped) */
+  uid_t uid;
+  gid_t gid;
+} arbor_spawn_opts;
+
+/* Starts o->file in a new session (its own process group), all signals at
+   their defaults and none blocked, killed if arbor dies (PR_SET_PDEATHSIG).
+   Returns 0 and *pid once the program runs, or the errno value of the step
+   that failed (ENOENT, EACCES, ENOEXEC, EPERM...). */
+int arbor_spawn(const arbor_spawn_opts *o, pid_t *pid);
 
 /* The arbor executable that applies rlimits before exec (arbor_exec_shim):
    this one when the caller is arbor, else the one next to the module. */
