@@ -131,6 +131,36 @@ describe("ctx:exec", function()
     end)
   end)
 
+  it("stops an incarnation's processes when it ends, after its defers", function()
+    local pid, alive_in_defer
+    scenario(function(ctx, root)
+      root:run("w", function(c)
+        pid = assert(c:exec({"sleep", "100"})).pid
+        c:defer(function() alive_in_defer = alive(pid) end)
+        error("boom")
+      end, {policy = policy.never})
+      assert.is_true(within(ctx, function() return state("root.w") == "DEAD" end))
+      assert.is_true(within(ctx, function() return pid and not alive(pid) end))
+    end)
+    assert.is_true(alive_in_defer)
+  end)
+
+  it("lets go of the handles of processes that ended (a loop does not pile them up)", function()
+    scenario(function(ctx)
+      local seen = setmetatable({}, {__mode = "k"})
+      for _ = 1, 20 do
+        local p = assert(ctx:exec({"true"}))
+        p:wait()
+        seen[p] = true
+      end
+      collectgarbage()
+      collectgarbage()
+      local left = 0
+      for _ in pairs(seen) do left = left + 1 end
+      assert.is_true(left <= 1, left .. " handles still held")
+    end)
+  end)
+
   it("passes cwd, env and umask", function()
     local dir = os.tmpname()
     os.remove(dir)

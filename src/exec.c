@@ -47,7 +47,26 @@ extern const char *strerrorname_np(int errnum);
 
 extern char **environ;
 
-static arbor_proc *procs; /* every process not yet freed */
+static arbor_proc *procs;   /* every process not yet freed */
+static arbor_proc *running; /* those not reaped yet: what SIGCHLD looks at */
+
+static void running_add(arbor_proc *p) {
+  p->rnext = running;
+  if (running) running->rprev = p;
+  running = p;
+}
+
+/* p's main process was reaped (or never started). */
+static void running_del(arbor_proc *p) {
+  if (p->rprev)
+    p->rprev->rnext = p->rnext;
+  else if (running == p)
+    running = p->rnext;
+  else
+    return; /* not listed */
+  if (p->rnext) p->rnext->rprev = p->rprev;
+  p->rprev = p->rnext = NULL;
+}
 
 static double now_s(void) { return (double)uv_hrtime() / 1e9; }
 
@@ -218,6 +237,7 @@ static int group_alive(int pgid) {
 
 static void maybe_free(arbor_proc *p) {
   if (p->handles > 0 || !p->lua_gone) return;
+  running_del(p);
   if (p->prev)
     p->prev->next = p->next;
   else
@@ -432,6 +452,12 @@ static void signal_group(arbor_proc *p, int sig) {
 /* Advances a process towards its end: the group gone, then the output
    read to its end (or given up on after 0.5 s: a process outside the group
    may hold the pipes), then the owner woken. */
+static void group_gone(arbor_proc *p) {
+  p->gone = 1;
+  p->kill_at = now_s() + 0.5; /* now: the deadline for the output */
+  guard_del(p);
+}
+
 static void check(arbor_proc *p) {
   if (!p->exited || p->handles == 0) return;
   if (!p->gone) {
@@ -439,9 +465,7 @@ static void check(arbor_proc *p) {
       poll_group(p);
       return;
     }
-    p->gone = 1;
-    p->kill_at = now_s() + 0.5; /* now: the deadline for the output */
-    guard_del(p);
+    group_gone(p);
   }
   int open = !uv_is_closing((uv_handle_t *)&p->out) ||
              !uv_is_closing((uv_handle_t *)&p->err) ||
@@ -471,10 +495,13 @@ static void on_timer(uv_timer_t *t) {
 /* The main process ended (reaped). */
 static void proc_exited(arbor_proc *p, int64_t status, int term_signal) {
   p->exited = 1;
+  running_del(p);
   p->status = status;
   p->term_signal = term_signal;
-  /* what the main process left in its group is stopped too */
-  if (!p->stopping && group_alive(p->pid)) {
+  if (!group_alive(p->pid)) {
+    group_gone(p);
+  } else if (!p->stopping) {
+    /* what the main process left in its group is stopped too */
     p->stopping = 2; /* not arbor's stop: the exit stands */
     signal_group(p, p->stop_signal);
     signal_group(p, SIGCONT);
@@ -497,12 +524,17 @@ static uv_signal_t chld;
 static void on_chld(uv_signal_t *h, int sig) {
   (void)h;
   (void)sig;
-  for (arbor_proc *p = procs, *next; p; p = next) {
-    next = p->next;
+  for (arbor_proc *p = running, *next; p; p = next) {
+    next = p->rnext;
     int st;
-    if (!p->exited && waitpid(p->pid, &st, WNOHANG) == p->pid)
-      reaped(p, st);
+    if (waitpid(p->pid, &st, WNOHANG) == p->pid) reaped(p, st);
   }
+}
+
+void arbor_proc_incarnation_end(pnode *pn) {
+  pn->pflags &= (uint16_t)~PN_PROCS;
+  for (arbor_proc *p = procs; p; p = p->next)
+    if (p->pn == pn && p->incarnation == pn->n.incarnation) arbor_proc_stop(p);
 }
 
 void arbor_proc_stop(arbor_proc *p) {
@@ -520,24 +552,24 @@ void arbor_proc_stop(arbor_proc *p) {
 /* The child's environment: base (or arbor's) without NOTIFY_SOCKET and
    ARBOR_NOTIFY_FD (arbor's own, when it runs under a supervisor), plus
    extra when set. */
+/* NOTIFY_SOCKET=... or ARBOR_NOTIFY_FD=... */
+static int notify_var(const char *kv) {
+  return (kv[0] == 'N' && strncmp(kv, "NOTIFY_SOCKET=", 14) == 0) ||
+         (kv[0] == 'A' && strncmp(kv, "ARBOR_NOTIFY_FD=", 16) == 0);
+}
+
 static char **child_env(char **base, char *extra) {
   if (!base) base = environ;
   size_t n = 0;
   int clean = !extra;
   for (; base[n]; n++)
-    if (strncmp(base[n], "NOTIFY_SOCKET=", 14) == 0 ||
-        strncmp(base[n], "ARBOR_NOTIFY_FD=", 16) == 0)
-      clean = 0;
+    if (notify_var(base[n])) clean = 0;
   if (clean && base == environ) return NULL; /* arbor's own, as it is */
   char **env = malloc((n + 2) * sizeof *env);
   if (!env) return NULL;
   size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (strncmp(base[i], "NOTIFY_SOCKET=", 14) == 0 ||
-        strncmp(base[i], "ARBOR_NOTIFY_FD=", 16) == 0)
-      continue;
-    env[k++] = base[i];
-  }
+  for (size_t i = 0; i < n; i++)
+    if (!notify_var(base[i])) env[k++] = base[i];
   if (extra) env[k++] = extra;
   env[k] = NULL;
   return env;
@@ -575,7 +607,11 @@ static int start(arbor_proc *p, const arbor_proc_opts *o, char **env,
     else
       close(fds[i][0]);
   }
-  if (rc == 0) p->pid = pid;
+  if (rc == 0) {
+    p->pid = pid;
+    running_add(p);
+    p->pn->pflags |= PN_PROCS;
+  }
   return rc;
 }
 
@@ -707,6 +743,7 @@ static void kill_now(arbor_proc *p) {
       while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
       }
       p->exited = 1;
+      running_del(p);
       p->term_signal = SIGKILL;
     }
     p->gone = 1;
@@ -762,9 +799,8 @@ static void reap(uv_loop_t *loop) {
         si.si_pid == 0)
       return;
     int pid = si.si_pid, st;
-    arbor_proc *mine = procs;
-    while (mine && !(!mine->exited && mine->pid == pid))
-      mine = mine->next;
+    arbor_proc *mine = running;
+    while (mine && mine->pid != pid) mine = mine->rnext;
     if (mine) { /* one of ours */
       if (waitpid(pid, &st, WNOHANG) == pid) reaped(mine, st);
       continue;

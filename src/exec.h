@@ -40,6 +40,7 @@ struct arbor_proc {
   uv_poll_t sd;             /* systemd notification socket */
   uv_timer_t timer;         /* the stop: polls the group, SIGKILL at grace */
   arbor_proc *prev, *next;  /* all processes of the state */
+  arbor_proc *rprev, *rnext; /* those whose main process runs (not reaped) */
   arbor_engine *e;
   pnode *pn;                /* owner (referenced) */
   uint64_t incarnation;
@@ -75,6 +76,9 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
                      arbor_proc **out, char *err, size_t errlen);
 /* Stops the process group: stop_signal now, SIGKILL after grace. */
 void arbor_proc_stop(arbor_proc *p);
+/* pn's incarnation ended: its processes still running are stopped (in the
+   background). */
+void arbor_proc_incarnation_end(pnode *pn);
 /* The Lua handle let go of p: it is freed once its handles are closed. */
 void arbor_proc_release(arbor_proc *p);
 /* Pops the next queued stdout line (a reference), or NULL. */

@@ -425,15 +425,30 @@ static int l_tree(lua_State *L) {
 }
 
 /* [-0, +1, m] one event as a table. */
+/* Pushes pn's DN; the last one pushed is kept as a Lua string, since one
+   node's events come in runs (an exit, its policy, the restart). */
+static void push_dn(arbor_engine *e, lua_State *L, pnode *pn) {
+  if (e->dn_pn == pn) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, e->dn_ref);
+    return;
+  }
+  char buf[ARBOR_DN_BUF];
+  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+  lua_pushvalue(L, -1);
+  if (e->dn_ref == LUA_NOREF)
+    e->dn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  else
+    lua_rawseti(L, LUA_REGISTRYINDEX, e->dn_ref);
+  e->dn_pn = pn;
+}
+
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev) {
   static const char *const kinds[] = {"state", "policy", "coordinator"};
-  char buf[ARBOR_DN_BUF];
-  (void)e;
   lua_createtable(L, 0, 8);
   setint(L, "seq", (lua_Integer)ev->seq);
   setnum(L, "time", ev->time);
-  lua_pushstring(L, arbor_dn((pnode *)ev->node, buf, sizeof buf));
+  push_dn(e, L, (pnode *)ev->node);
   lua_setfield(L, -2, "dn");
   setint(L, "incarnation", (lua_Integer)ev->incarnation);
   lua_pushstring(L, kinds[ev->kind]);
@@ -451,7 +466,11 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
   }
   if (ev->reason) {
     setstr(L, "reason", ev->reason);
-  } else if (ev->delay >= 0) {
+  } else if (ev->delay == 0) { /* the common case, without snprintf */
+    lua_pushliteral(L, "restart in 0s");
+    lua_setfield(L, -2, "reason");
+    setnum(L, "delay", ev->delay);
+  } else if (ev->delay > 0) {
     char r[64];
     snprintf(r, sizeof r, "restart in %.6gs", ev->delay);
     lua_pushstring(L, r);

@@ -418,8 +418,8 @@ static int proc_gc(lua_State *L) {
   return 0;
 }
 
-/* __close: what ctx:defer runs at the end of the incarnation: a process
-   still running is stopped (in the background: the node has ended). */
+/* __close (a handle in a <close> variable or given to ctx:defer): a
+   process still running is stopped (in the background). */
 static int proc_close(lua_State *L) {
   lproc *lp = luaL_checkudata(L, 1, PROC_MT);
   if (lp->p && !lp->p->gone) arbor_proc_stop(lp->p);

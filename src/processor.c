@@ -226,6 +226,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   dequeue(pn);
   arbor__close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
+  if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn);
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->stop) arbor_sched_disarm(&e->sched, &pn->stop->deadline);
   pn->wait = WAIT_NONE;
@@ -459,6 +460,7 @@ static void hook_detached(arbor_node *n, void *ud) {
    node that something (a ctx kept by Lua code) still referenced. */
 static void hook_release(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
+  if (e->dn_pn == (pnode *)n) e->dn_pn = NULL; /* its address may come back */
   arbor__lc_free((pnode *)n);
   if (e->zombie && e->tree.allocated == 0) free(e);
 }
@@ -713,6 +715,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->L = lua_newthread(L);
   e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   e->default_policy_ref = e->subscribers_ref = e->log_ref = LUA_NOREF;
+  e->dn_ref = LUA_NOREF;
   lua_newtable(L);
   e->shared_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   e->policy_ev_ref = LUA_NOREF;
@@ -795,6 +798,7 @@ void arbor_engine_free(arbor_engine *e) {
   }
   luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->subscribers_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->dn_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);
   if (e->tree.allocated == 0)

@@ -40,6 +40,7 @@ enum {
   PN_STEPPED = 1u << 6,  /* the incarnation's first step ended */
   PN_RETURNED = 1u << 7, /* the last incarnation returned without done */
   PN_AUTODONE = 1u << 8, /* ending DONE by auto_shutdown (strategy.c) */
+  PN_PROCS = 1u << 9,    /* the incarnation started processes (exec.c) */
 };
 
 /* Per-node strategy flags (pnode.gflags), set when the node is created:
@@ -129,6 +130,8 @@ struct arbor_engine {
   int L_ref;
   int default_policy_ref;
   int subscribers_ref;   /* table of on_event functions */
+  pnode *dn_pn;          /* the node whose DN string is at dn_ref (a node */
+  int dn_ref;            /* has several events in a row: l_engine.c) */
   int log_ref;           /* log sink or LUA_NOREF */
   int virtual_clock;
   double vnow;

@@ -20,10 +20,14 @@ local exec_options = {cwd = true, env = true, env_replace = true, uid = true,
   ready = true, line_max = true, rlimits = true}
 
 -- A signal number from a name ("TERM", "SIGTERM") or a number.
+local signums = {} -- names already looked up
 local function signum(ctx, what, v)
   if math.type(v) == "integer" and v > 0 and v < 65 then return v end
-  local n = type(v) == "string" and core.signum(v)
+  local n = signums[v]
+  if n then return n end
+  n = type(v) == "string" and core.signum(v)
   if not n then misuse(ctx, what, "unknown signal %s", tostring(v)) end
+  signums[v] = n
   return n
 end
 
@@ -152,7 +156,7 @@ end
 -- PATH unless it has a slash) with argv as its arguments, in its own process
 -- group. Misuse (bad argv or options) raises; a program that cannot be
 -- started returns nil and a message naming it (ENOENT, EACCES, ...).
--- The process is stopped when the incarnation ends (ctx:defer).
+-- The process is stopped when the incarnation ends (after ctx:defer's).
 function M.exec(ctx, argv, opts)
   if type(argv) ~= "table" then
     misuse(ctx, "ctx:exec(argv)", "argv must be a table of strings, got %s", type(argv))
@@ -221,7 +225,6 @@ function M.exec(ctx, argv, opts)
     stdin_inherit = stdin == "inherit", ready = ready,
     stop_signal = stop_signal, grace = grace, line_max = line_max})
   if not proc then return nil, serr end
-  ctx:defer(proc)
   return proc
 end
 
@@ -301,16 +304,20 @@ function M.runnable(argv, opts)
     error("arbor.exec(argv, opts): opts must be a table, got " .. type(opts), 2)
   end
   opts = opts or {}
+  local r, eopts -- from opts, checked at the first start (misuse names the node)
   return function(ctx)
-    for k in pairs(opts) do
-      if not runnable_options[k] then misuse(ctx, "arbor.exec", "unknown option '%s'", tostring(k)) end
+    if not r then
+      for k in pairs(opts) do
+        if not runnable_options[k] then misuse(ctx, "arbor.exec", "unknown option '%s'", tostring(k)) end
+      end
+      local ready = readiness(ctx, opts.ready)
+      eopts = {}
+      for k, v in pairs(opts) do
+        if exec_options[k] then eopts[k] = v end
+      end
+      eopts.ready = (ready.kind == "notify" or ready.kind == "systemd") and ready.kind or nil
+      r = ready
     end
-    local r = readiness(ctx, opts.ready)
-    local eopts = {}
-    for k, v in pairs(opts) do
-      if exec_options[k] then eopts[k] = v end
-    end
-    eopts.ready = (r.kind == "notify" or r.kind == "systemd") and r.kind or nil
     local proc, err = ctx:exec(argv, eopts)
     if not proc then error(err, 0) end
     local ok, ready = pcall(wait_ready, ctx, proc, r)
