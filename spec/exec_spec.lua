@@ -300,6 +300,62 @@ describe("ctx:exec", function()
   end)
 end)
 
+describe("a node's output pipes", function()
+  it("are made once and kept across restarts, each run's lines logged", function()
+    scenario(function(ctx, root)
+      local runs = 0
+      root:run("loop", arbor.exec({"sh", "-c", "readlink /proc/self/fd/1; echo err >&2"}),
+        {policy = function()
+          runs = runs + 1
+          return runs >= 10 and "stop" or 0
+        end})
+      assert.is_true(within(ctx, function() return state("root.loop") == "DEAD" end))
+      local pipes, err = {}, 0
+      for _, l in ipairs(logs("root.loop")) do
+        local pipe = l:match("^stdout: (pipe:%[%d+%])$")
+        if pipe then pipes[#pipes + 1] = pipe end
+        if l:find("^stderr: err$") then err = err + 1 end
+      end
+      assert.equal(10, #pipes)
+      assert.equal(10, err)
+      for i = 2, 10 do assert.equal(pipes[1], pipes[i], "the same pipe every run") end
+    end)
+  end)
+
+  it("log what a process that left its group writes after the main one ended", function()
+    scenario(function(ctx, root)
+      root:run("escape", function(c)
+        c:signal("healthy")
+        -- the main process ends once the other has left its group (the
+        -- flag file); that one writes 0.8 s later, long after the group is
+        -- gone
+        local flag = os.tmpname()
+        os.remove(flag)
+        local p = assert(c:exec({"sh", "-c",
+          "setsid sh -c 'touch \"$0\"; sleep 0.8; echo late' \"$0\" & " ..
+          "while [ ! -e \"$0\" ]; do sleep 0.01; done; rm \"$0\"; echo early", flag}))
+        p:wait()
+        c:wait()
+      end)
+      assert.is_true(within(ctx, function()
+        return has(logs("root.escape"), "^stdout: late$")
+      end))
+      assert.is_true(has(logs("root.escape"), "^stdout: early$"))
+    end)
+  end)
+
+  it("are not shared: a second process running at the same time gets its own", function()
+    scenario(function(ctx)
+      local a = assert(ctx:exec({"sh", "-c", "sleep 0.2; echo from-a"}))
+      local b = assert(ctx:exec({"sh", "-c", "echo from-b"}))
+      b:wait()
+      a:wait()
+      assert.is_true(has(logs(ctx.dn), "^stdout: from%-a$"))
+      assert.is_true(has(logs(ctx.dn), "^stdout: from%-b$"))
+    end)
+  end)
+end)
+
 describe("arbor.exec", function()
   it("restarts a crash loop per its policy, with how it ended", function()
     scenario(function(ctx, root)

@@ -358,6 +358,182 @@ static void flush(arbor_proc *p, int idx) {
   p->blen[idx] = 0;
 }
 
+/* ---- a node's output pipes ------------------------------------------ */
+
+/* A node's stdout and stderr pipes, kept across its processes and restarts
+   (as s6 keeps a service's log pipe): a restart makes no pipes, and since
+   arbor holds the write ends too, a process's exit gives no end of file:
+   its output is drained once its group is gone. One process at a time
+   writes to them (the user); a second one running at the same time in the
+   same node gets pipes of its own. Output that comes with no user (from a
+   process that left its group) still goes to the node's log. */
+struct arbor_outlet {
+  uv_pipe_t r[2];          /* read ends: stdout, stderr */
+  int w[2];                /* write ends, given to each process */
+  arbor_proc *user;        /* the process writing to them now, or NULL */
+  pnode *pn;               /* not referenced: freed with the node */
+  arbor_engine *e;
+  int handles;             /* r[] not closed yet */
+};
+
+/* outlets by node: open addressing, linear probing */
+static arbor_outlet **omap;
+static size_t ocap, ocount;
+
+static size_t o_slot(const pnode *pn) {
+  uintptr_t h = (uintptr_t)pn;
+  h ^= h >> 17;
+  h *= 0x9E3779B97F4A7C15u;
+  return (size_t)(h >> 7) & (ocap - 1);
+}
+
+static arbor_outlet *o_find(const pnode *pn) {
+  if (!ocount) return NULL;
+  for (size_t i = o_slot(pn);; i = (i + 1) & (ocap - 1)) {
+    if (!omap[i]) return NULL;
+    if (omap[i]->pn == pn) return omap[i];
+  }
+}
+
+static int o_insert(arbor_outlet *o) {
+  if ((ocount + 1) * 2 > ocap) {
+    size_t ncap = ocap ? ocap * 2 : 16;
+    arbor_outlet **old = omap, **nmap = calloc(ncap, sizeof *nmap);
+    if (!nmap) return -1;
+    size_t oldcap = ocap;
+    omap = nmap;
+    ocap = ncap;
+    for (size_t i = 0; i < oldcap; i++)
+      if (old[i]) {
+        size_t j = o_slot(old[i]->pn);
+        while (omap[j]) j = (j + 1) & (ocap - 1);
+        omap[j] = old[i];
+      }
+    free(old);
+  }
+  size_t j = o_slot(o->pn);
+  while (omap[j]) j = (j + 1) & (ocap - 1);
+  omap[j] = o;
+  ocount++;
+  return 0;
+}
+
+static void o_remove(const arbor_outlet *o) {
+  size_t i = o_slot(o->pn);
+  while (omap[i] != o) i = (i + 1) & (ocap - 1);
+  omap[i] = NULL;
+  ocount--;
+  /* re-seat the rest of the run (backward-shift deletion) */
+  for (size_t j = (i + 1) & (ocap - 1); omap[j]; j = (j + 1) & (ocap - 1)) {
+    arbor_outlet *x = omap[j];
+    omap[j] = NULL;
+    size_t k = o_slot(x->pn);
+    while (omap[k]) k = (k + 1) & (ocap - 1);
+    omap[k] = x;
+  }
+}
+
+/* Output with no user: logged line by line as it comes. */
+static void log_loose(arbor_outlet *o, int idx, const char *s, size_t n) {
+  if (o->e->zombie) return;
+  arbor__step_begin(o->e);
+  while (n > 0) {
+    const char *nl = memchr(s, '\n', n);
+    size_t len = nl ? (size_t)(nl - s) : n;
+    arbor_str *line = arbor_str_fmt("%s: %.*s", stream_name[idx], (int)len, s);
+    if (line) arbor_engine_log(o->e, o->pn, line);
+    arbor_str_unref(line);
+    if (!nl) break;
+    s = nl + 1;
+    n -= len + 1;
+  }
+}
+
+static void o_on_close(uv_handle_t *h) {
+  arbor_outlet *o = h->data;
+  if (--o->handles == 0) free(o);
+}
+
+/* Closes o's pipes; its user (if any) goes back to no output. */
+static void o_close(arbor_outlet *o) {
+  if (o->user) o->user->outlet = NULL;
+  o_remove(o);
+  for (int i = 0; i < 2; i++) {
+    close(o->w[i]);
+    uv_close((uv_handle_t *)&o->r[i], o_on_close);
+  }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+
+static void o_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  arbor_outlet *o = s->data;
+  int idx = s == (uv_stream_t *)&o->r[1];
+  if (nread > 0) {
+    if (o->user)
+      feed(o->user, idx, buf->base, (size_t)nread);
+    else
+      log_loose(o, idx, buf->base, (size_t)nread);
+  } else if (nread < 0) { /* cannot happen while arbor holds a write end */
+    o_close(o);
+  }
+}
+
+/* pn's pipes, made at its first process (*made set). NULL when they cannot
+   be made (the process then gets pipes of its own, or fails on them). */
+static arbor_outlet *o_get(arbor_engine *e, pnode *pn, int *made) {
+  arbor_outlet *o = o_find(pn);
+  if (o) return o;
+  o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->pn = pn;
+  int fds[2][2] = {{-1, -1}, {-1, -1}};
+  if (pipe2(fds[0], O_CLOEXEC) < 0 || pipe2(fds[1], O_CLOEXEC) < 0 ||
+      o_insert(o) < 0) {
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++)
+        if (fds[i][j] >= 0) close(fds[i][j]);
+    free(o);
+    return NULL;
+  }
+  o->e = e;
+  for (int i = 0; i < 2; i++) {
+    uv_pipe_init(e->loop, &o->r[i], 0);
+    o->r[i].data = o;
+    uv_pipe_open(&o->r[i], fds[i][0]);
+    o->w[i] = fds[i][1];
+    uv_read_start((uv_stream_t *)&o->r[i], on_alloc, o_on_read);
+  }
+  o->handles = 2;
+  *made = 1;
+  return o;
+}
+
+/* p's group is gone: what it wrote is in the pipes, read it now; p lets
+   them go. */
+static void o_release(arbor_proc *p) {
+  arbor_outlet *o = p->outlet;
+  if (!o) return;
+  static char rbuf[65536];
+  for (int i = 0; i < 2; i++) {
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&o->r[i], &fd) != 0) continue;
+    ssize_t n;
+    /* what is in the pipe (a few reads); a writer outside the group that
+       keeps writing is read as it comes, on the loop */
+    for (int k = 0; k < 16 && (n = read(fd, rbuf, sizeof rbuf)) > 0; k++)
+      feed(p, i, rbuf, (size_t)n);
+    flush(p, i);
+  }
+  o->user = NULL;
+  p->outlet = NULL;
+}
+
+void arbor_proc_node_freed(pnode *pn) {
+  arbor_outlet *o = o_find(pn);
+  if (o) o_close(o);
+}
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   static char rbuf[65536];
   (void)h;
@@ -456,6 +632,7 @@ static void group_gone(arbor_proc *p) {
   p->gone = 1;
   p->kill_at = now_s() + 0.5; /* now: the deadline for the output */
   guard_del(p);
+  o_release(p);
 }
 
 static void check(arbor_proc *p) {
@@ -531,10 +708,14 @@ static void on_chld(uv_signal_t *h, int sig) {
   }
 }
 
-void arbor_proc_incarnation_end(pnode *pn) {
+void arbor_proc_incarnation_end(pnode *pn, arbor_state s) {
   pn->pflags &= (uint16_t)~PN_PROCS;
-  for (arbor_proc *p = procs; p; p = p->next)
+  for (arbor_proc *p = running; p; p = p->rnext)
     if (p->pn == pn && p->incarnation == pn->n.incarnation) arbor_proc_stop(p);
+  /* a node that ended DONE does not run again unless told to: its pipes
+     are closed (what its processes still write is lost) */
+  arbor_outlet *o = s == ARBOR_DONE ? o_find(pn) : NULL;
+  if (o && !o->user) o_close(o);
 }
 
 void arbor_proc_stop(arbor_proc *p) {
@@ -582,15 +763,23 @@ static int start(arbor_proc *p, const arbor_proc_opts *o, char **env,
                  uv_loop_t *loop) {
   int fds[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, child[3];
   int n = o->ready == PROC_READY_NOTIFY ? 3 : 2, rc = 0;
-  for (int i = 0; i < n && rc == 0; i++)
-    if (pipe2(fds[i], O_CLOEXEC) < 0) rc = -errno;
+  int made = 0;
+  arbor_outlet *out = o_get(p->e, p->pn, &made);
+  if (out && out->user) out = NULL; /* another process writes to them */
+  for (int i = 0; i < n && rc == 0; i++) {
+    if (out && i < 2)
+      child[i] = out->w[i];
+    else if (pipe2(fds[i], O_CLOEXEC) < 0)
+      rc = -errno;
+    else
+      child[i] = fds[i][1];
+  }
   if (!uv_is_active((uv_handle_t *)&chld)) { /* before any child can exit */
     uv_signal_init(loop, &chld);
     uv_signal_start(&chld, on_chld, SIGCHLD);
     uv_unref((uv_handle_t *)&chld);
   }
   pid_t pid = 0;
-  for (int i = 0; i < n; i++) child[i] = fds[i][1];
   arbor_spawn_opts so = {
       .file = o->file, .argv = o->argv, .env = env ? env : environ,
       .cwd = o->cwd, .child_fds = child, .nfds = n,
@@ -611,6 +800,14 @@ static int start(arbor_proc *p, const arbor_proc_opts *o, char **env,
     p->pid = pid;
     running_add(p);
     p->pn->pflags |= PN_PROCS;
+    if (out) { /* p writes to its node's pipes: its own are not used */
+      out->user = p;
+      p->outlet = out;
+      close_handle(p, (uv_handle_t *)&p->out);
+      close_handle(p, (uv_handle_t *)&p->err);
+    }
+  } else if (made) { /* a node whose program cannot start keeps no pipes */
+    o_close(out);
   }
   return rc;
 }
@@ -724,8 +921,10 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
     return rc;
   }
   guard_add(p);
-  uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
-  uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
+  if (!p->outlet) {
+    uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
+  }
   if (p->note.data == p) uv_read_start((uv_stream_t *)&p->note, on_alloc, on_read);
   if (p->sd_fd >= 0) uv_poll_start(&p->sd, UV_READABLE, on_sd);
   *out = p;
@@ -749,12 +948,27 @@ static void kill_now(arbor_proc *p) {
     p->gone = 1;
     guard_del(p);
   }
+  o_release(p);
   for (int i = 0; i < 3; i++) flush(p, i);
   close_handle(p, (uv_handle_t *)&p->out);
   close_handle(p, (uv_handle_t *)&p->err);
   close_handle(p, (uv_handle_t *)&p->note);
   close_handle(p, (uv_handle_t *)&p->timer);
   sd_close(p);
+}
+
+/* Closes the outlets of engine e, or (e NULL) of every engine on loop. */
+static void close_outlets(arbor_engine *e, uv_loop_t *loop) {
+  for (int again = 1; again;) { /* closing one may move others */
+    again = 0;
+    for (size_t i = 0; i < ocap; i++) {
+      arbor_outlet *o = omap[i];
+      if (o && (e ? o->e == e : o->r[0].loop == loop)) {
+        o_close(o);
+        again = 1;
+      }
+    }
+  }
 }
 
 void arbor_exec_engine_free(arbor_engine *e) {
@@ -764,6 +978,7 @@ void arbor_exec_engine_free(arbor_engine *e) {
     kill_now(p);
     p->e = NULL;
   }
+  close_outlets(e, NULL);
   /* the close callbacks run now, on the loop the engine leaves */
   if (e->loop) uv_run(e->loop, UV_RUN_NOWAIT);
 }
@@ -774,6 +989,7 @@ void arbor_exec_shutdown(uv_loop_t *loop) {
       kill_now(p);
       p->e = NULL;
     }
+  close_outlets(NULL, loop);
 }
 
 /* ---- --init ---------------------------------------------------------- */

@@ -34,6 +34,7 @@ typedef struct arbor_proc_opts {
 } arbor_proc_opts;
 
 typedef struct arbor_proc arbor_proc;
+typedef struct arbor_outlet arbor_outlet;
 
 struct arbor_proc {
   uv_pipe_t out, err, note; /* stdout, stderr, s6 notification pipe */
@@ -41,6 +42,7 @@ struct arbor_proc {
   uv_timer_t timer;         /* the stop: polls the group, SIGKILL at grace */
   arbor_proc *prev, *next;  /* all processes of the state */
   arbor_proc *rprev, *rnext; /* those whose main process runs (not reaped) */
+  arbor_outlet *outlet;     /* its node's pipes, when it writes to them */
   arbor_engine *e;
   pnode *pn;                /* owner (referenced) */
   uint64_t incarnation;
@@ -76,9 +78,11 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
                      arbor_proc **out, char *err, size_t errlen);
 /* Stops the process group: stop_signal now, SIGKILL after grace. */
 void arbor_proc_stop(arbor_proc *p);
-/* pn's incarnation ended: its processes still running are stopped (in the
-   background). */
-void arbor_proc_incarnation_end(pnode *pn);
+/* pn's incarnation ended (in state s): its processes still running are
+   stopped (in the background). */
+void arbor_proc_incarnation_end(pnode *pn, arbor_state s);
+/* pn is being freed: its output pipes are closed. */
+void arbor_proc_node_freed(pnode *pn);
 /* The Lua handle let go of p: it is freed once its handles are closed. */
 void arbor_proc_release(arbor_proc *p);
 /* Pops the next queued stdout line (a reference), or NULL. */

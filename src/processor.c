@@ -226,7 +226,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   dequeue(pn);
   arbor__close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
-  if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn);
+  if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn, s);
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->stop) arbor_sched_disarm(&e->sched, &pn->stop->deadline);
   pn->wait = WAIT_NONE;
@@ -461,6 +461,7 @@ static void hook_detached(arbor_node *n, void *ud) {
 static void hook_release(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
   if (e->dn_pn == (pnode *)n) e->dn_pn = NULL; /* its address may come back */
+  arbor_proc_node_freed((pnode *)n);
   arbor__lc_free((pnode *)n);
   if (e->zombie && e->tree.allocated == 0) free(e);
 }

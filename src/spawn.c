@@ -21,6 +21,14 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 /* Signals a child gets back at their defaults. exec resets handled ones
    itself but keeps ignored ones ignored: a shell starts background jobs
@@ -33,18 +41,31 @@ static const int default_sigs[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,
 static sigset_t defaults;
 static int prepared, devnull = -1;
 
+/* arbor's own open-file limit is raised to its hard limit (each node that
+   runs processes keeps two pipes: 4 descriptors); children get the limit
+   arbor started with, as systemd does for its services. */
+static struct rlimit nofile;
+static int nofile_raised;
+
 static void prepare(void) {
   sigemptyset(&defaults);
   for (size_t i = 0; i < sizeof default_sigs / sizeof *default_sigs; i++)
     sigaddset(&defaults, default_sigs[i]);
   devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
+      nofile.rlim_cur < nofile.rlim_max) {
+    struct rlimit raised = {nofile.rlim_max, nofile.rlim_max};
+    nofile_raised = setrlimit(RLIMIT_NOFILE, &raised) == 0;
+  }
   prepared = 1;
 }
 
 /* The vfork child's errno when it could not exec, read by arbor once the
    child is gone (they share memory until then). Spawns happen on the
-   loop's thread only. */
+   loop's thread only. Under valgrind, which runs vfork as a fork, the
+   errno comes back on a close-on-exec pipe instead. */
 static volatile int child_errno;
+static int errno_pipe[2] = {-1, -1};
 
 /* fd as the child's target, without close-on-exec. */
 static int place_fd(int fd, int target) {
@@ -82,6 +103,7 @@ static __attribute__((noreturn)) void child(const arbor_spawn_opts *o) {
     if (place_fd(o->child_fds[i], i + 1) < 0) goto fail;
   if (o->cwd && chdir(o->cwd) < 0) goto fail;
   if (o->umask_value >= 0) umask((mode_t)o->umask_value);
+  if (nofile_raised) setrlimit(RLIMIT_NOFILE, &nofile);
   /* raw system calls: glibc's wrappers would also change the credentials
      of arbor's other threads, whose memory this child shares. Dropping the
      supplementary groups fails unless root, which is fine (as in libuv). */
@@ -94,12 +116,18 @@ static __attribute__((noreturn)) void child(const arbor_spawn_opts *o) {
   execve(o->file, o->argv, o->env);
 fail:
   child_errno = errno ? errno : EINVAL;
+  if (errno_pipe[1] >= 0) {
+    int e = child_errno;
+    if (write(errno_pipe[1], &e, sizeof e) < 0) {
+    }
+  }
   _exit(127);
 }
 
 int arbor_spawn(const arbor_spawn_opts *o, pid_t *pid) {
   if (!prepared) prepare();
   child_errno = 0;
+  if (RUNNING_ON_VALGRIND && pipe2(errno_pipe, O_CLOEXEC) < 0) return errno;
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -107,6 +135,16 @@ int arbor_spawn(const arbor_spawn_opts *o, pid_t *pid) {
   if (p == 0) child(o); /* does not return */
   int rc = p < 0 ? errno : 0;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (errno_pipe[0] >= 0) { /* EOF once it execs, else its errno */
+    close(errno_pipe[1]);
+    int e;
+    ssize_t n;
+    while ((n = read(errno_pipe[0], &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    if (n == (ssize_t)sizeof e) child_errno = e;
+    close(errno_pipe[0]);
+    errno_pipe[0] = errno_pipe[1] = -1;
+  }
   if (rc) return rc;
   if (child_errno) { /* it could not exec: reap it, report why */
     int st;
