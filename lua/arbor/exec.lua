@@ -32,9 +32,12 @@ local function signum(ctx, what, v)
 end
 
 -- The program's path: argv[1] as given when it has a slash (relative to
--- cwd), else searched in PATH. nil, message when it cannot run.
-local function resolve(prog, cwd, path)
+-- cwd), else searched in PATH. nil, message when it cannot run. A path
+-- with a slash is only checked when `check` is set: otherwise exec itself
+-- finds out, and the check then explains (see M.exec).
+local function resolve(prog, cwd, path, check)
   if prog:find("/", 1, true) then
+    if not check then return prog end
     local f = prog
     if cwd and prog:sub(1, 1) ~= "/" then f = cwd .. "/" .. prog end
     local ok, err = core.access(f)
@@ -212,7 +215,9 @@ function M.exec(ctx, argv, opts)
     local ok, err = core.access(opts.cwd, "dir")
     if not ok then return nil, "cwd " .. err end
   end
-  local file, err = resolve(argv[1], opts.cwd, env_path or os.getenv("PATH"))
+  local path = env_path or os.getenv("PATH")
+  -- through the rlimits shim, only a check beforehand names the program
+  local file, err = resolve(argv[1], opts.cwd, path, rl ~= nil)
   if not file then return nil, err end
   if rl then -- applied by arbor itself between fork and exec: one more exec
     local shim = core.shim_path()
@@ -224,7 +229,10 @@ function M.exec(ctx, argv, opts)
     cwd = opts.cwd, uid = uid, gid = gid, umask = umask,
     stdin_inherit = stdin == "inherit", ready = ready,
     stop_signal = stop_signal, grace = grace, line_max = line_max})
-  if not proc then return nil, serr end
+  if not proc then -- in the words of the path check when it objects
+    local _, why = resolve(argv[1], opts.cwd, path, true)
+    return nil, why or serr
+  end
   return proc
 end
 
