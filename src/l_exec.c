@@ -34,63 +34,60 @@ static arbor_proc *check_proc(lua_State *L, int idx) {
 
 /* ---- spawning ------------------------------------------------------- */
 
-/* A NULL-terminated array of the strings in the list at idx, in a userdata
-   left on the stack (so Lua frees it). [-0, +1, m] */
-static char **string_array(lua_State *L, int idx) {
-  lua_Integer n = luaL_len(L, idx);
-  char **a = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *a, 0);
+/* A NULL-terminated array of the strings in the list at idx: in buf when
+   it has room for them (size entries), else in a userdata pushed on the
+   stack (so Lua frees it). The strings are anchored by the list. */
+static char **string_array(lua_State *L, int idx, char **buf, size_t size) {
+  lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+  char **a = (size_t)n < size
+                 ? buf
+                 : lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *a, 0);
   for (lua_Integer i = 1; i <= n; i++) {
     lua_rawgeti(L, idx, i);
-    a[i - 1] = (char *)lua_tostring(L, -1); /* anchored by the table */
+    a[i - 1] = (char *)lua_tostring(L, -1);
     lua_pop(L, 1);
   }
   a[n] = NULL;
   return a;
 }
 
-static int opt_int(lua_State *L, int t, const char *k, int *set) {
-  lua_getfield(L, t, k);
-  *set = !lua_isnil(L, -1);
-  int v = (int)lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  return v;
+static int opt_int(lua_State *L, int idx, int *set) {
+  *set = !lua_isnil(L, idx);
+  return (int)lua_tointeger(L, idx);
 }
 
-/* core.spawn(ctx, spec) -> proc | nil, message. spec is checked by
-   exec.lua: file, argv, env (list of "K=V" or nil), cwd, uid, gid, umask,
-   stdin_inherit, ready (0 spawn, 1 notify, 2 systemd), stop_signal,
-   grace, line_max. */
+/* core.spawn(ctx, file, argv, env, cwd, uid, gid, umask, stdin_inherit,
+   ready, stop_signal, grace, line_max) -> proc | nil, message. Checked by
+   exec.lua: env is a list of "K=V" or nil, ready 0 (spawn), 1 (notify) or
+   2 (systemd); nil for what is not set. */
 static int l_spawn(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
   arbor_engine *e = pn_engine(pn);
   if (!e->loop)
     return luaL_error(L,
                       "ctx:exec: processes need a real-clock engine "
                       "(arbor.run); the virtual harness has no process I/O");
+  lua_settop(L, 13);
+  char *argv_buf[32], *env_buf[128];
   arbor_proc_opts o;
   memset(&o, 0, sizeof o);
   int set;
-  lua_getfield(L, 2, "file");
-  o.file = lua_tostring(L, -1);
-  lua_getfield(L, 2, "argv");
-  o.argv = string_array(L, lua_gettop(L));
-  lua_getfield(L, 2, "env");
-  if (lua_istable(L, -1)) o.env = string_array(L, lua_gettop(L));
-  lua_getfield(L, 2, "cwd");
-  o.cwd = lua_tostring(L, -1);
-  o.uid = (uid_t)opt_int(L, 2, "uid", &o.set_uid);
-  o.gid = (gid_t)opt_int(L, 2, "gid", &o.set_gid);
-  o.umask = opt_int(L, 2, "umask", &set);
+  o.file = lua_tostring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  o.argv = string_array(L, 3, argv_buf, sizeof argv_buf / sizeof *argv_buf);
+  if (lua_istable(L, 4))
+    o.env = string_array(L, 4, env_buf, sizeof env_buf / sizeof *env_buf);
+  o.cwd = lua_tostring(L, 5);
+  o.uid = (uid_t)opt_int(L, 6, &o.set_uid);
+  o.gid = (gid_t)opt_int(L, 7, &o.set_gid);
+  o.umask = opt_int(L, 8, &set);
   if (!set) o.umask = -1;
-  lua_getfield(L, 2, "stdin_inherit");
-  o.stdin_inherit = lua_toboolean(L, -1);
-  o.ready = opt_int(L, 2, "ready", &set);
-  o.stop_signal = opt_int(L, 2, "stop_signal", &set);
+  o.stdin_inherit = lua_toboolean(L, 9);
+  o.ready = opt_int(L, 10, &set);
+  o.stop_signal = opt_int(L, 11, &set);
   if (!set) o.stop_signal = SIGTERM;
-  lua_getfield(L, 2, "grace");
-  o.grace = luaL_optnumber(L, -1, 10.0);
-  o.line_max = (size_t)opt_int(L, 2, "line_max", &set);
+  o.grace = luaL_optnumber(L, 12, 10.0);
+  o.line_max = (size_t)opt_int(L, 13, &set);
   if (!o.file || !o.argv[0]) return luaL_error(L, "core.spawn: bad spec");
 
   lproc *lp = lua_newuserdatauv(L, sizeof *lp, 0);

@@ -225,10 +225,8 @@ function M.exec(ctx, argv, opts)
     for i = 1, #argv do shim_argv[#shim_argv + 1] = argv[i] end
     file, argv = shim, shim_argv
   end
-  local proc, serr = core.spawn(ctx, {file = file, argv = argv, env = env,
-    cwd = opts.cwd, uid = uid, gid = gid, umask = umask,
-    stdin_inherit = stdin == "inherit", ready = ready,
-    stop_signal = stop_signal, grace = grace, line_max = line_max})
+  local proc, serr = core.spawn(ctx, file, argv, env, opts.cwd, uid, gid, umask,
+    stdin == "inherit", ready, stop_signal, grace, line_max)
   if not proc then -- in the words of the path check when it objects
     local _, why = resolve(argv[1], opts.cwd, path, true)
     return nil, why or serr
