@@ -47,6 +47,15 @@ describe("arbor processes, end to end", function()
     end))
   end)
 
+  it("raises its own open-file limit; its processes get the one it started with", function()
+    local out = sh("ulimit -Sn 256 && " .. bin .. " run --quiet " .. fixtures .. "nofile.lua 2>&1")
+    assert.matches("stdout: child 256\n", out, 1, true)
+    local hard = sh("ulimit -Hn"):match("%S+")
+    if hard ~= "256" then
+      assert.matches("self " .. (hard == "unlimited" and "unlimited" or hard), out, 1, true)
+    end
+  end)
+
   it("--init as PID 1 reaps an orphaned zombie and stops on SIGTERM", function()
     local dir = sh("mktemp -d"):gsub("%s+$", "")
     local result = dir .. "/result"
