@@ -139,6 +139,32 @@ describe("T5 exit classification", function()
     assert.equal(1, dead[1].time)
   end)
 
+  it("the traceback is the last failure's, however late it is read", function()
+    local run = 0
+    local function first() error("one") end
+    local function second() error("two") end
+    local h = with_child(function(c)
+      run = run + 1
+      c:signal("healthy")
+      c:sleep(1)
+      if run == 1 then first() elseif run == 2 then second() end
+      return -- the third run ends without a traceback: returned without done
+    end, {policy = policy.constant(1)})
+    h:advance(1) -- the first failure, not read
+    h:advance(1) -- restarted
+    h:advance(1) -- the second failure
+    local tb = h.engine:node("root.w").traceback
+    assert.matches("in %a+ 'second'", tb)
+    assert.is_nil(tb:find("'first'", 1, true))
+    assert.equal(tb, h.engine:node("root.w").traceback) -- read twice, the same
+    h:advance(1) -- restarted: running again, the last failure's still there
+    assert.equal("HEALTHY", h:state("root.w"))
+    assert.equal(tb, h.engine:node("root.w").traceback)
+    h:advance(1) -- returned without done: a failure with no traceback
+    assert.matches("returned without signaling done", h:node("root.w").error, 1, true)
+    assert.is_nil(h.engine:node("root.w").traceback)
+  end)
+
   it("returned without done: DEAD", function()
     local h = with_child(function() end)
     assert.equal("DEAD", h:state("root.w"))

@@ -153,3 +153,12 @@ arbor_str *arbor__traceback(lua_State *co, pnode *pn) {
   }
   return str_reuse(pn->trace, sb.b, sb.n);
 }
+
+arbor_str *arbor__node_trace(arbor_engine *e, pnode *pn) {
+  pnode_hist *h = pn->failures;
+  if (!pn->trace && h && h->dead_co) {
+    pn->trace = arbor__traceback(h->dead_co, pn);
+    arbor__drop_trace(e, pn);
+  }
+  return pn->trace;
+}

@@ -186,17 +186,50 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
    GC. A thread that returned is as good as new once emptied; one that is
    suspended (a forced close) or died of an error is reset first, which runs
    its pending <close> variables. */
-void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
-  if (!pn->co) return;
-  if (lua_status(pn->co) != LUA_OK) /* suspended, or dead of an error */
-    lua_resetthread(pn->co); /* returns the error the thread died with */
-  lua_settop(pn->co, 0);     /* which it leaves on the stack */
+/* Gives a finished coroutine back to the pool (reset), or to Lua. */
+static void release_thread(arbor_engine *e, lua_State *co, int ref) {
+  if (lua_status(co) != LUA_OK) /* suspended, or dead of an error */
+    lua_resetthread(co);         /* returns the error the thread died with */
+  lua_settop(co, 0);             /* which it leaves on the stack */
   if (e->npool < ARBOR_THREAD_POOL && !e->closing) {
-    e->pool[e->npool].co = pn->co;
-    e->pool[e->npool].ref = pn->co_ref;
+    e->pool[e->npool].co = co;
+    e->pool[e->npool].ref = ref;
     e->npool++;
   } else {
-    luaL_unref(e->L, LUA_REGISTRYINDEX, pn->co_ref);
+    luaL_unref(e->L, LUA_REGISTRYINDEX, ref);
+  }
+}
+
+static pnode_hist *hist(pnode *pn) {
+  if (!pn->failures) {
+    pn->failures = calloc(1, sizeof *pn->failures);
+    if (!pn->failures) return NULL;
+    pn->failures->memory_ref = pn->failures->dead_ref = LUA_NOREF;
+  }
+  return pn->failures;
+}
+
+void arbor__drop_trace(arbor_engine *e, pnode *pn) {
+  pnode_hist *h = pn->failures;
+  if (!h || !h->dead_co) return;
+  release_thread(e, h->dead_co, h->dead_ref);
+  h->dead_co = NULL;
+  h->dead_ref = LUA_NOREF;
+}
+
+/* Ends the incarnation's coroutine. One that died of an error (PN_TRACE)
+   is kept, its stack intact, in place of the one kept before: its
+   traceback is formatted only if someone reads it (arbor__node_trace). */
+void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
+  if (!pn->co) return;
+  pnode_hist *h = (pn->pflags & PN_TRACE) ? hist(pn) : NULL;
+  pn->pflags &= (uint16_t)~PN_TRACE;
+  if (h) {
+    arbor__drop_trace(e, pn);
+    h->dead_co = pn->co;
+    h->dead_ref = pn->co_ref;
+  } else {
+    release_thread(e, pn->co, pn->co_ref);
   }
   pn->co = NULL;
   pn->co_ref = LUA_NOREF;
@@ -204,14 +237,11 @@ void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
 
 void arbor__record_failure(arbor_engine *e, pnode *pn) {
   pn->consecutive++;
-  if (!pn->failures) {
-    pn->failures = calloc(1, sizeof *pn->failures);
-    if (!pn->failures) return;
-    pn->failures->memory_ref = LUA_NOREF;
-  }
-  pn->failures->count++;
+  pnode_hist *h = hist(pn);
+  if (!h) return;
+  h->count++;
   unsigned idx = (pn->fail_start + pn->nfail) % ARBOR_FAILURES;
-  pn->failures->time[idx] = arbor__step_time(e);
+  h->time[idx] = arbor__step_time(e);
   if (pn->nfail < ARBOR_FAILURES)
     pn->nfail++;
   else
@@ -223,6 +253,10 @@ void arbor__record_failure(arbor_engine *e, pnode *pn) {
 void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
                       arbor_str *reason, arbor_str *trace) {
   s = arbor__auto_exit(pn, s);
+  int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
+  int failed = s == ARBOR_DEAD && !declared;
+  if (!failed) pn->pflags &= (uint16_t)~PN_TRACE;
+  int kept = (pn->pflags & PN_TRACE) != 0; /* the coroutine has the trace */
   dequeue(pn);
   arbor__close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
@@ -231,11 +265,11 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   if (pn->stop) arbor_sched_disarm(&e->sched, &pn->stop->deadline);
   pn->wait = WAIT_NONE;
   pn->exited = arbor__step_time(e);
-  int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
-  if (s == ARBOR_DEAD && !declared) {
+  if (failed) {
     arbor__record_failure(e, pn);
     arbor_str_set(&pn->error, reason);
     arbor_str_set(&pn->trace, trace);
+    if (!kept) arbor__drop_trace(e, pn); /* an older failure's */
   } else if (s == ARBOR_CANCELED && reason && !declared) {
     arbor_str_set(&pn->error, reason);
   }
@@ -441,6 +475,7 @@ static void hook_detached(arbor_node *n, void *ud) {
   pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   arbor_str_set(&pn->error, NULL);
   arbor_str_set(&pn->trace, NULL);
+  arbor__drop_trace(e, pn);
   if (pn->failures) {
     luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
     arbor_window_list_free(pn->failures->windows);
@@ -658,10 +693,10 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     return;
   }
-  /* the coroutine died: its stack is intact for the traceback until
-     arbor__close_coroutine resets it */
+  /* the coroutine died: its stack stays intact for the traceback */
   arbor_str *msg = arbor__error_message(e, co, pn);
-  arbor__node_exit(e, pn, ARBOR_DEAD, msg, arbor__traceback(co, pn));
+  pn->pflags |= PN_TRACE;
+  arbor__node_exit(e, pn, ARBOR_DEAD, msg, NULL);
 }
 
 /* The single drain point: resumes the incarnations that were ready when it
