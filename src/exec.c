@@ -625,16 +625,18 @@ static void signal_group(arbor_proc *p, int sig) {
   if (!p->exited) kill(p->pid, sig); /* in case it left its group */
 }
 
-/* Advances a process towards its end: the group gone, then the output
-   read to its end (or given up on after 0.5 s: a process outside the group
-   may hold the pipes), then the owner woken. */
+/* No member of p's group is left: what it wrote to its node's pipes is
+   read now; pipes of its own get 0.5 s more (a process that left the group
+   may hold them). */
 static void group_gone(arbor_proc *p) {
   p->gone = 1;
-  p->kill_at = now_s() + 0.5; /* now: the deadline for the output */
+  p->kill_at = now_s() + 0.5;
   guard_del(p);
   o_release(p);
 }
 
+/* Advances a process towards its end: the group gone, then the output
+   read to its end (or given up on after 0.5 s), then the owner woken. */
 static void check(arbor_proc *p) {
   if (!p->exited || p->handles == 0) return;
   if (!p->gone) {
@@ -730,15 +732,15 @@ void arbor_proc_stop(arbor_proc *p) {
 
 /* ---- spawning ------------------------------------------------------- */
 
-/* The child's environment: base (or arbor's) without NOTIFY_SOCKET and
-   ARBOR_NOTIFY_FD (arbor's own, when it runs under a supervisor), plus
-   extra when set. */
 /* NOTIFY_SOCKET=... or ARBOR_NOTIFY_FD=... */
 static int notify_var(const char *kv) {
   return (kv[0] == 'N' && strncmp(kv, "NOTIFY_SOCKET=", 14) == 0) ||
          (kv[0] == 'A' && strncmp(kv, "ARBOR_NOTIFY_FD=", 16) == 0);
 }
 
+/* The child's environment: base (or arbor's) without NOTIFY_SOCKET and
+   ARBOR_NOTIFY_FD (arbor's own, when it runs under a supervisor), plus
+   extra when set. */
 static char **child_env(char **base, char *extra) {
   if (!base) base = environ;
   size_t n = 0;

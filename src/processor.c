@@ -181,12 +181,11 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
   free(todo);
 }
 
-/* Releases the incarnation's coroutine and keeps its thread for a later
-   incarnation (up to ARBOR_THREAD_POOL), which spares the allocator and the
-   GC. A thread that returned is as good as new once emptied; one that is
-   suspended (a forced close) or died of an error is reset first, which runs
-   its pending <close> variables. */
-/* Gives a finished coroutine back to the pool (reset), or to Lua. */
+/* Keeps a finished coroutine's thread for a later incarnation (up to
+   ARBOR_THREAD_POOL), which spares the allocator and the GC, or lets Lua
+   collect it. A thread that returned is as good as new once emptied; one
+   that is suspended (a forced close) or died of an error is reset first,
+   which runs its pending <close> variables. */
 static void release_thread(arbor_engine *e, lua_State *co, int ref) {
   if (lua_status(co) != LUA_OK) /* suspended, or dead of an error */
     lua_resetthread(co);         /* returns the error the thread died with */

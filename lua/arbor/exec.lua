@@ -215,9 +215,9 @@ function M.exec(ctx, argv, opts)
     local ok, err = core.access(opts.cwd, "dir")
     if not ok then return nil, "cwd " .. err end
   end
-  local path = env_path or os.getenv("PATH")
+  local prog, path = argv[1], env_path or os.getenv("PATH")
   -- through the rlimits shim, only a check beforehand names the program
-  local file, err = resolve(argv[1], opts.cwd, path, rl ~= nil)
+  local file, err = resolve(prog, opts.cwd, path, rl ~= nil)
   if not file then return nil, err end
   if rl then -- applied by arbor itself between fork and exec: one more exec
     local shim = core.shim_path()
@@ -228,7 +228,7 @@ function M.exec(ctx, argv, opts)
   local proc, serr = core.spawn(ctx, file, argv, env, opts.cwd, uid, gid, umask,
     stdin == "inherit", ready, stop_signal, grace, line_max)
   if not proc then -- in the words of the path check when it objects
-    local _, why = resolve(argv[1], opts.cwd, path, true)
+    local _, why = resolve(prog, opts.cwd, path, true)
     return nil, why or serr
   end
   return proc
