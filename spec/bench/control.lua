@@ -5,26 +5,9 @@ local arbor = require "arbor"
 local core = require "arbor.core"
 local json = require "arbor.json"
 
-local small = arg[1] == "--small"
-local function size(full, reduced) return small and reduced or full end
+local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
+local size, median, report, sh = bench.size, bench.median, bench.report, bench.sh
 local bin = arg[-1] and arg[-1]:find("arbor$") and arg[-1] or "build/arbor"
-
-local function median(xs)
-  table.sort(xs)
-  return xs[(#xs + 1) // 2]
-end
-
-local function report(name, value, unit, target, ok)
-  print(string.format("%-52s %12.3f %-8s target %-14s %s", name, value, unit,
-    target, ok and "ok" or "MISSED"))
-end
-
-local function sh_read(cmd)
-  local p = io.popen(cmd)
-  local s = p:read("a")
-  p:close()
-  return s
-end
 
 local function request(c, req)
   assert(c:send(json.encode(req)))
@@ -36,7 +19,7 @@ end
 
 local function bench()
   local nodes = size(100000, 2000)
-  local dir = sh_read("mktemp -d"):gsub("%s+$", "")
+  local dir = sh("mktemp -d"):gsub("%s+$", "")
   local sock = dir .. "/bench.sock"
   os.execute(string.format("build/arbor run --quiet --control %s spec/bench/support/big_tree.lua %d > %s/out 2>&1 &",
     sock, nodes, dir))
@@ -78,7 +61,7 @@ local function bench()
   report(string.format("tree --json of %d nodes, request", nodes + nodes // 1000 + 1),
     req_s, "s", "", true)
   t0 = core.hrtime()
-  local out = sh_read(string.format("%s ctl %s tree --json", bin, sock))
+  local out = sh(string.format("%s ctl %s tree --json", bin, sock))
   local cmd_s = (core.hrtime() - t0) / 1e9
   assert(#out > nodes * 50, "tree --json printed " .. #out .. " bytes")
   report(string.format("`arbor ctl tree --json`, %d nodes (%.0f MB)", nodes,

@@ -4,18 +4,8 @@ local arbor = require "arbor"
 local core = require "arbor.core"
 local policy = arbor.policy
 
-local small = arg[1] == "--small"
-local function size(full, reduced) return small and reduced or full end
-
-local function median(xs)
-  table.sort(xs)
-  return xs[(#xs + 1) // 2]
-end
-
-local function report(name, value, unit, target, ok)
-  print(string.format("%-52s %12.3f %-8s target %-14s %s", name, value, unit,
-    target, ok and "ok" or "MISSED"))
-end
+local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
+local size, median, report = bench.size, bench.median, bench.report
 
 local function idle(c)
   c:signal("healthy")
@@ -51,23 +41,17 @@ end
 -- Restart storm: n nodes that fail as soon as they start, for `seconds`.
 local function storm(n, seconds, p)
   local restarts, elapsed
-  arbor.run(function(ctx)
+  bench.measure(function(ctx)
     for i = 1, n do
       ctx:run("f" .. i, function() error("boom") end, {policy = p})
     end
-    ctx:run("timer", function(c)
-      c:signal("healthy")
-      local e = core.current()
-      local r0, t0 = e:stats().restarts, core.hrtime()
-      c:sleep(seconds)
-      restarts = e:stats().restarts - r0
-      elapsed = (core.hrtime() - t0) / 1e9
-      arbor.stop()
-      c:wait()
-    end)
-    ctx:signal("healthy")
-    ctx:wait()
-  end, {signals = false})
+  end, function(c)
+    local e = core.current()
+    local r0, t0 = e:stats().restarts, core.hrtime()
+    c:sleep(seconds)
+    restarts = e:stats().restarts - r0
+    elapsed = (core.hrtime() - t0) / 1e9
+  end)
   return restarts / elapsed
 end
 
@@ -102,26 +86,19 @@ end
 -- sleep itself accounts for one).
 local function idle_wakeups(n, seconds)
   local wakeups
-  arbor.run(function(ctx)
+  bench.measure(function(ctx)
     for i = 1, n do ctx:run("n" .. i, idle) end
-    ctx:run("timer", function(c)
-      c:signal("healthy")
-      c:sleep(0) -- let the others settle
-      local e = core.current()
-      local w0 = e:stats().wakeups
-      c:sleep(seconds)
-      wakeups = e:stats().wakeups - w0 - 1
-      arbor.stop()
-      c:wait()
-    end)
-    ctx:signal("healthy")
-    ctx:wait()
-  end, {signals = false})
+  end, function(c)
+    c:sleep(0) -- let the others settle
+    local e = core.current()
+    local w0 = e:stats().wakeups
+    c:sleep(seconds)
+    wakeups = e:stats().wakeups - w0 - 1
+  end)
   return wakeups
 end
 
-print(string.format("arbor %s engine benchmarks%s", arbor.version,
-  small and " (small sizes: figures are not meaningful)" or ""))
+bench.banner("engine")
 
 restart_latency(size(2000, 100), 0) -- warm up: allocator, thread pool
 local lat = restart_latency(size(20000, 500), 0)

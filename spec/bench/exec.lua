@@ -3,50 +3,31 @@
 local arbor = require "arbor"
 local core = require "arbor.core"
 local policy = arbor.policy
+local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
+local size, median, report, sh = bench.size, bench.median, bench.report, bench.sh
 
 -- The RSS measurement runs in a fresh arbor process: this same script with
 -- --rss-child supervises 10 sleep processes and prints its RSS.
 if arg[1] == "--rss-child" then
-  local n = 0
-  arbor.run(function(ctx)
+  bench.measure(function(ctx)
     for i = 1, 10 do ctx:run("sleep" .. i, arbor.exec({"sleep", "1000"})) end
-    ctx:run("measure", function(c)
-      c:signal("healthy")
-      while n < 10 do
-        n = 0
-        for i = 1, 10 do
-          local v = arbor.node("root.sleep" .. i)
-          if v and v.state == "HEALTHY" then n = n + 1 end
-        end
-        c:sleep(0.01)
+  end, function(c)
+    local n = 0
+    while n < 10 do
+      n = 0
+      for i = 1, 10 do
+        local v = arbor.node("root.sleep" .. i)
+        if v and v.state == "HEALTHY" then n = n + 1 end
       end
-      c:sleep(0.2) -- output pipes and the loop settle
-      collectgarbage()
-      collectgarbage()
-      print(string.format("rss %d", core.rss()))
-      io.stdout:flush()
-      arbor.stop()
-      c:wait()
-    end)
-    ctx:signal("healthy")
-    ctx:wait()
-  end, {signals = false})
+      c:sleep(0.01)
+    end
+    c:sleep(0.2) -- output pipes and the loop settle
+    collectgarbage()
+    collectgarbage()
+    print(string.format("rss %d", core.rss()))
+    io.stdout:flush()
+  end)
   return
-end
-
-local small = arg[1] == "--small"
-local function size(full, reduced) return small and reduced or full end
-
-local function report(name, value, unit, target, ok)
-  print(string.format("%-52s %12.3f %-8s target %-14s %s", name, value, unit,
-    target, ok == nil and "" or ok and "ok" or "MISSED"))
-end
-
-local function sh(cmd)
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  return out
 end
 
 local true_bin = "/bin/true"
@@ -57,26 +38,19 @@ local true_bin = "/bin/true"
 -- subscriber: an observer would add its own cost to every restart).
 local function arbor_rate(seconds)
   local rate
-  arbor.run(function(ctx)
+  bench.measure(function(ctx)
     ctx:run("r", arbor.exec({true_bin}), {policy = policy.immediate})
-    ctx:run("watch", function(c)
-      c:signal("healthy")
-      c:sleep(0.05) -- past the first start
-      local r0, t0 = arbor.node("root.r").restarts, core.hrtime()
-      c:sleep(seconds)
-      local r1, t1 = arbor.node("root.r").restarts, core.hrtime()
-      rate = (r1 - r0) / ((t1 - t0) / 1e9)
-      arbor.stop()
-      c:wait()
-    end)
-    ctx:signal("healthy")
-    ctx:wait()
-  end, {signals = false})
+  end, function(c)
+    c:sleep(0.05) -- past the first start
+    local r0, t0 = arbor.node("root.r").restarts, core.hrtime()
+    c:sleep(seconds)
+    local r1, t1 = arbor.node("root.r").restarts, core.hrtime()
+    rate = (r1 - r0) / ((t1 - t0) / 1e9)
+  end)
   return rate
 end
 
-print(string.format("arbor %s process benchmarks%s", arbor.version,
-  small and " (small sizes: figures are not meaningful)" or ""))
+bench.banner("process")
 
 -- Rounds alternate between the C loop and arbor, so both see the same load
 -- (the development VM is shared). Each round gives a ratio; the median of
@@ -88,17 +62,14 @@ for i = 1, rounds do
   local a = arbor_rate(n / c) -- about as long as the C round
   ratios[i], c_sum, a_sum = a / c, c_sum + c, a_sum + a
 end
-table.sort(ratios)
-local ratio = ratios[(rounds + 1) // 2]
+local ratio = median(ratios)
 report("respawn rate, posix_spawn + waitpid loop (C), mean", c_sum / rounds, "/s", "", nil)
 report("respawn rate, arbor.exec under immediate, mean", a_sum / rounds, "/s", "", nil)
 report(string.format("  ratio arbor/C, median of %d rounds", rounds), ratio, "x",
   ">= 0.9", ratio >= 0.9)
-print(string.format("  (rounds: %s)", table.concat((function()
-  local t = {}
-  for i, r in ipairs(ratios) do t[i] = string.format("%.2f", r) end
-  return t
-end)(), " ")))
+table.sort(ratios)
+for i, r in ipairs(ratios) do ratios[i] = string.format("%.2f", r) end
+print("  (rounds: " .. table.concat(ratios, " ") .. ")")
 
 local out = sh("build/arbor run --quiet spec/bench/exec.lua --rss-child")
 local rss = tonumber(out:match("rss (%d+)"))

@@ -8,13 +8,9 @@ local arbor = require "arbor"
 local core = require "arbor.core"
 local testing = require "arbor.testing"
 
-local small = arg[1] == "--small"
-local parents = small and 500 or 10000
-
-local function report(name, value, unit, target, ok)
-  print(string.format("%-52s %12.3f %-8s target %-14s %s", name, value, unit,
-    target, ok and "ok" or "MISSED"))
-end
+local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
+local size, report = bench.size, bench.report
+local parents = size(10000, 500)
 
 local function count(name, value, note)
   print(string.format("%-52s %12d %s", name, value, note or ""))
@@ -40,8 +36,7 @@ local function parent(p)
   p:wait()
 end
 
-print(string.format("arbor %s lifecycle benchmarks%s", arbor.version,
-  small and " (small sizes: figures are not meaningful)" or ""))
+bench.banner("lifecycle")
 
 local h = testing.new{ring = 1024}
 -- state changes of the lifecycle children (depth 2 below the root)
@@ -94,28 +89,22 @@ h:close()
 -- no evaluation, and the loop sleeps (the measuring sleep itself accounts
 -- for one wakeup; a loaded machine can add one when that timer fires a
 -- millisecond early).
-local n = small and 100 or 1000
-local secs_idle = small and 0.2 or 2
+local n = size(1000, 100)
+local secs_idle = size(2, 0.2)
 local wakeups, work
-arbor.run(function(ctx)
+bench.measure(function(ctx)
   for i = 1, n do ctx:run("p" .. i, parent) end
-  ctx:run("timer", function(c)
-    c:signal("healthy")
-    c:sleep(0.5) -- let the others settle
-    local e = core.current()
-    local s0 = e:stats()
-    c:sleep(secs_idle)
-    local s1 = e:stats()
-    wakeups = s1.wakeups - s0.wakeups - 1
-    -- the measuring node's own resume is the one expected
-    work = (s1.resumes - s0.resumes - 1)
-      + (s1.lifecycle_evaluations - s0.lifecycle_evaluations)
-    arbor.stop()
-    c:wait()
-  end)
-  ctx:signal("healthy")
-  ctx:wait()
-end, {signals = false})
+end, function(c)
+  c:sleep(0.5) -- let the others settle
+  local e = core.current()
+  local s0 = e:stats()
+  c:sleep(secs_idle)
+  local s1 = e:stats()
+  wakeups = s1.wakeups - s0.wakeups - 1
+  -- the measuring node's own resume is the one expected
+  work = (s1.resumes - s0.resumes - 1)
+    + (s1.lifecycle_evaluations - s0.lifecycle_evaluations)
+end)
 report(string.format("idle: resumes + FSM evaluations, %d parents, %gs", n,
   secs_idle), work, "", "0", work == 0)
 report(string.format("idle: loop wakeups, %d parents, %gs", n, secs_idle),

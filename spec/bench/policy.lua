@@ -5,13 +5,8 @@ local arbor = require "arbor"
 local core = require "arbor.core"
 local policy = arbor.policy
 
-local small = arg[1] == "--small"
-local function size(full, reduced) return small and reduced or full end
-
-local function report(name, value, unit, target, ok)
-  print(string.format("%-52s %12.3f %-8s target %-14s %s", name, value, unit,
-    target, ok and "ok" or "MISSED"))
-end
+local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
+local size, median, report = bench.size, bench.median, bench.report
 
 -- Restart storm: n nodes that fail as soon as they start, for `seconds`,
 -- under the policy made by make() for each node. The rate is per second of
@@ -19,23 +14,17 @@ end
 -- processes' load only moves wall-clock figures.
 local function storm(n, seconds, make)
   local restarts, elapsed
-  arbor.run(function(ctx)
+  bench.measure(function(ctx)
     for i = 1, n do
       ctx:run("f" .. i, function() error("boom") end, {policy = make()})
     end
-    ctx:run("timer", function(c)
-      c:signal("healthy")
-      local e = core.current()
-      local r0, t0 = e:stats().restarts, os.clock()
-      c:sleep(seconds)
-      restarts = e:stats().restarts - r0
-      elapsed = os.clock() - t0
-      arbor.stop()
-      c:wait()
-    end)
-    ctx:signal("healthy")
-    ctx:wait()
-  end, {signals = false})
+  end, function(c)
+    local e = core.current()
+    local r0, t0 = e:stats().restarts, os.clock()
+    c:sleep(seconds)
+    restarts = e:stats().restarts - r0
+    elapsed = os.clock() - t0
+  end)
   return restarts / elapsed
 end
 
@@ -48,17 +37,11 @@ local function limited_each()
   return policy.chain(policy.intensity{max = 1e9, period = 1}, policy.immediate)
 end
 
-print(string.format("arbor %s policy benchmarks%s", arbor.version,
-  small and " (small sizes: figures are not meaningful)" or ""))
+bench.banner("policy")
 
 -- Alternate them in short rounds: the two storms of a round run back to
 -- back, under the same load from other processes, and the figure is the
 -- median of the rounds' ratios (the rates shown are medians too).
-local function median(xs)
-  local c = {table.unpack(xs)}
-  table.sort(c)
-  return c[(#c + 1) // 2]
-end
 
 local secs, rounds = size(0.5, 0.1), size(15, 1)
 storm(1000, secs / 4, immediate) -- warm up
