@@ -92,31 +92,25 @@ local function environment(ctx, opts)
   return list, vars.PATH and vars.PATH:sub(6)
 end
 
+-- opts[key] (uid or gid) as a number: an integer >= 0 as it is, a name
+-- through lookup (which may also give a second value: a user's group).
+local function id_option(ctx, opts, key, what, lookup)
+  local v = opts[key]
+  if v == nil or (math.type(v) == "integer" and v >= 0) then return v end
+  if type(v) ~= "string" then
+    misuse(ctx, "ctx:exec", "option '%s' must be a %s name or an integer >= 0, got %s",
+      key, what, tostring(v))
+  end
+  local id, extra = lookup(v)
+  if not id then misuse(ctx, "ctx:exec", "unknown %s '%s'", what, v) end
+  return id, extra
+end
+
 -- uid and gid from numbers or names; a user name also gives its group.
 local function ids(ctx, opts)
-  local uid, gid
-  if opts.uid ~= nil then
-    if math.type(opts.uid) == "integer" and opts.uid >= 0 then
-      uid = opts.uid
-    elseif type(opts.uid) == "string" then
-      uid, gid = core.user(opts.uid)
-      if not uid then misuse(ctx, "ctx:exec", "unknown user '%s'", opts.uid) end
-    else
-      misuse(ctx, "ctx:exec", "option 'uid' must be a user name or an integer >= 0, got %s",
-        tostring(opts.uid))
-    end
-  end
-  if opts.gid ~= nil then
-    if math.type(opts.gid) == "integer" and opts.gid >= 0 then
-      gid = opts.gid
-    elseif type(opts.gid) == "string" then
-      gid = core.group(opts.gid)
-      if not gid then misuse(ctx, "ctx:exec", "unknown group '%s'", opts.gid) end
-    else
-      misuse(ctx, "ctx:exec", "option 'gid' must be a group name or an integer >= 0, got %s",
-        tostring(opts.gid))
-    end
-  end
+  local uid, user_gid = id_option(ctx, opts, "uid", "user", core.user)
+  local gid = id_option(ctx, opts, "gid", "group", core.group)
+  if gid == nil then gid = user_gid end
   return uid, gid
 end
 
