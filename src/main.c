@@ -57,6 +57,16 @@ static int msghandler(lua_State *L) {
   return 1;
 }
 
+/* require(name) under the message handler at h: 1 with the module on the
+   stack, or 0 once the reason is printed. */
+static int require_module(lua_State *L, const char *name, int h) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, name);
+  if (lua_pcall(L, 1, 1, h) == LUA_OK) return 1;
+  fprintf(stderr, "arbor: cannot load %s: %s\n", name, lua_tostring(L, -1));
+  return 0;
+}
+
 /* Puts the development Lua tree first on package.path when this binary runs
    from its build directory, so a build works without installing. */
 static void set_paths(lua_State *L) {
@@ -99,13 +109,7 @@ static int run_script(lua_State *L, const char *script, int quiet,
   lua_pushcfunction(L, msghandler);
   int h = lua_gettop(L);
   /* require "arbor" and tell it it runs under the CLI */
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "arbor");
-  if (lua_pcall(L, 1, 1, h) != LUA_OK) {
-    fprintf(stderr, "arbor: cannot load the arbor module: %s\n",
-            lua_tostring(L, -1));
-    return 2;
-  }
+  if (!require_module(L, "arbor", h)) return 2;
   int mod = lua_gettop(L);
   lua_getfield(L, mod, "_cli");
   lua_pushboolean(L, quiet);
@@ -158,13 +162,7 @@ static int run_client(lua_State *L, const char *which, int argc, char **argv) {
   lua_pop(L, 2);
   lua_pushcfunction(L, msghandler);
   int h = lua_gettop(L);
-  lua_getglobal(L, "require");
-  lua_pushliteral(L, "arbor.client");
-  if (lua_pcall(L, 1, 1, h) != LUA_OK) {
-    fprintf(stderr, "arbor: cannot load arbor.client: %s\n",
-            lua_tostring(L, -1));
-    return 2;
-  }
+  if (!require_module(L, "arbor.client", h)) return 2;
   lua_getfield(L, -1, which);
   lua_createtable(L, argc, 0);
   for (int i = 0; i < argc; i++) {
