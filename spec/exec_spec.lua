@@ -46,13 +46,7 @@ local function logs(dn)
   return out
 end
 
-local function read(path)
-  local f = io.open(path)
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = require("e2e.support").read
 
 -- Alive (not a zombie, not gone)?
 local function alive(pid)

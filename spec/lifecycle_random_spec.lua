@@ -8,14 +8,8 @@
 local testing = require "arbor.testing"
 local policy = require "arbor.policy"
 
-local generator = require("support").generator
-
-local function each_node(tree, out)
-  out = out or {}
-  out[#out + 1] = tree
-  for _, c in ipairs(tree.children) do each_node(c, out) end
-  return out
-end
+local support = require "support"
+local generator, each_node = support.generator, support.each_node
 
 local rank = {init = 0, prestart = 1, main = 2, poststart = 3, running = 4,
   poststop = 5}

@@ -8,15 +8,8 @@ local testing = require "arbor.testing"
 local arbor = require "arbor"
 local policy = require "arbor.policy"
 
-local generator = require("support").generator
-
--- Every node of a snapshot, with its DN.
-local function each_node(tree, out)
-  out = out or {}
-  out[#out + 1] = tree
-  for _, c in ipairs(tree.children) do each_node(c, out) end
-  return out
-end
+local support = require "support"
+local generator, each_node = support.generator, support.each_node
 
 -- (no `immediate`: a runnable that fails at once under it never lets the
 -- virtual clock settle)

@@ -49,4 +49,12 @@ function M.generator(seed)
   end
 end
 
+-- Every node of a tree snapshot (arbor.tree(), h:tree()), depth first.
+function M.each_node(tree, out)
+  out = out or {}
+  out[#out + 1] = tree
+  for _, c in ipairs(tree.children) do M.each_node(c, out) end
+  return out
+end
+
 return M
