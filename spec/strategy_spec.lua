@@ -6,6 +6,13 @@ local new, idle = support.new, support.idle
 
 after_each(support.close_all)
 
+-- HEALTHY, then takes 3 s to stop (a shielded sleep).
+local function slow_to_stop(x)
+  x:signal("healthy")
+  x:shield(function() x:sleep(3) end)
+  x:wait()
+end
+
 -- Starts (incarnation > 1 only) of the members, in the order they happened.
 local function restarts(h)
   local out = {}
@@ -290,11 +297,7 @@ describe("explain", function()
     local h = new()
     h:start(function(ctx)
       ctx:run("p", function(c)
-        c:run("slow", function(x)
-          x:signal("healthy")
-          x:shield(function() x:sleep(3) end)
-          x:wait()
-        end)
+        c:run("slow", slow_to_stop)
         idle(c)
       end)
       idle(ctx)
@@ -311,11 +314,7 @@ describe("explain", function()
     local h = new()
     h:start(function(ctx)
       ctx:run("p", function(c)
-        c:run("slow", function(x)
-          x:signal("healthy")
-          x:shield(function() x:sleep(3) end) -- takes 3 s to stop
-          x:wait()
-        end)
+        c:run("slow", slow_to_stop)
         c:sleep(1)
         error("p broke")
       end, {policy = policy.constant(1)})
