@@ -32,13 +32,7 @@ local function service(seconds, log, name)
 end
 
 -- Coordinator moves of dn as "from>to" strings.
-local function moves(h, dn)
-  local out = {}
-  for _, ev in ipairs(h:events{kind = "coordinator", dn = dn}) do
-    out[#out + 1] = ev.from .. ">" .. ev.to
-  end
-  return out
-end
+local function moves(h, dn) return support.transitions(h, dn, "coordinator") end
 
 -- A harness whose root runs parent as "root.p", started.
 local function with_parent(parent)

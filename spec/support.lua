@@ -28,10 +28,11 @@ function M.idle(ctx)
   ctx:wait()
 end
 
---- State events of dn (or of every node), as "FROM>TO" strings.
-function M.transitions(h, dn)
+--- State events of dn (or of every node), as "FROM>TO" strings; kind
+-- "coordinator" gives its coordinator's moves instead.
+function M.transitions(h, dn, kind)
   local out = {}
-  for _, ev in ipairs(h:events{kind = "state", dn = dn}) do
+  for _, ev in ipairs(h:events{kind = kind or "state", dn = dn}) do
     out[#out + 1] = ev.from .. ">" .. ev.to
   end
   return out
