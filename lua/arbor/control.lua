@@ -421,19 +421,17 @@ function M.serve(e, path, opts)
     finish(cid, rid, {text = pretty.pretty(f)})
   end
 
-  function ops.restart(cid, rid, req)
-    if not want_dn(cid, rid, req, "restart") then return end
-    local ok, err = pcall(e.restart, e, req.dn)
-    if not ok then return fail(cid, rid, tostring(err)) end
-    finish(cid, rid, {text = req.dn .. ": restarted"})
+  -- ops[name]: the engine's method on req.dn, then `done` is said.
+  local function node_action(name, method, done)
+    ops[name] = function(cid, rid, req)
+      if not want_dn(cid, rid, req, name) then return end
+      local ok, err = pcall(method, e, req.dn)
+      if not ok then return fail(cid, rid, tostring(err)) end
+      finish(cid, rid, {text = req.dn .. ": " .. done})
+    end
   end
-
-  function ops.stop(cid, rid, req)
-    if not want_dn(cid, rid, req, "stop") then return end
-    local ok, err = pcall(e.hold, e, req.dn)
-    if not ok then return fail(cid, rid, tostring(err)) end
-    finish(cid, rid, {text = req.dn .. ": stopped (held until restarted)"})
-  end
+  node_action("restart", e.restart, "restarted")
+  node_action("stop", e.hold, "stopped (held until restarted)")
 
   local function want_count(cid, rid, req, default)
     local n = req.n
