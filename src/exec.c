@@ -358,25 +358,25 @@ static void flush(arbor_proc *p, int idx) {
   p->blen[idx] = 0;
 }
 
-/* ---- a node's output pipes ------------------------------------------ */
+/* ---- output pipes ------------------------------------------------- */
 
-/* A node's stdout and stderr pipes, kept across its processes and restarts
-   (as s6 keeps a service's log pipe): a restart makes no pipes, and since
-   arbor holds the write ends too, a process's exit gives no end of file:
-   its output is drained once its group is gone. One process at a time
-   writes to them (the user); a second one running at the same time in the
-   same node gets pipes of its own. Output that comes with no user (from a
-   process that left its group) still goes to the node's log. */
+/* A process's stdout and stderr are an outlet: two pipes whose write ends
+   arbor keeps too, so a process's exit gives no end of file; what it wrote
+   is drained once its group is gone. A node keeps one idle outlet for its
+   next process (as s6 keeps a service's log pipe): a restart makes no
+   pipes, and what a process that left its group writes later still goes
+   to the node's log. A second process running at the same time in the
+   same node gets an outlet of its own, closed when it ends. */
 struct arbor_outlet {
   uv_pipe_t r[2];          /* read ends: stdout, stderr */
   int w[2];                /* write ends, given to each process */
   arbor_proc *user;        /* the process writing to them now, or NULL */
-  pnode *pn;               /* not referenced: freed with the node */
+  pnode *pn;               /* not referenced: closed before the node goes */
   arbor_engine *e;
   int handles;             /* r[] not closed yet */
 };
 
-/* outlets by node: open addressing, linear probing */
+/* the idle outlets, by node: open addressing, linear probing */
 static arbor_outlet **omap;
 static size_t ocap, ocount;
 
@@ -454,14 +454,18 @@ static void o_on_close(uv_handle_t *h) {
   if (--o->handles == 0) free(o);
 }
 
-/* Closes o's pipes; its user (if any) goes back to no output. */
-static void o_close(arbor_outlet *o) {
-  if (o->user) o->user->outlet = NULL;
-  o_remove(o);
+/* Closes an outlet's pipes; it is freed once libuv let them go. */
+static void o_shut(arbor_outlet *o) {
   for (int i = 0; i < 2; i++) {
     close(o->w[i]);
     uv_close((uv_handle_t *)&o->r[i], o_on_close);
   }
+}
+
+/* Closes an idle outlet. */
+static void o_close(arbor_outlet *o) {
+  o_remove(o);
+  o_shut(o);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -475,42 +479,48 @@ static void o_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     else
       log_loose(o, idx, buf->base, (size_t)nread);
   } else if (nread < 0) { /* cannot happen while arbor holds a write end */
-    o_close(o);
+    uv_read_stop(s);
   }
 }
 
-/* pn's pipes, made at its first process (*made set). NULL when they cannot
-   be made (the process then gets pipes of its own, or fails on them). */
-static arbor_outlet *o_get(arbor_engine *e, pnode *pn, int *made) {
-  arbor_outlet *o = o_find(pn);
-  if (o) return o;
-  o = calloc(1, sizeof *o);
-  if (!o) return NULL;
-  o->pn = pn;
-  int fds[2][2] = {{-1, -1}, {-1, -1}};
-  if (pipe2(fds[0], O_CLOEXEC) < 0 || pipe2(fds[1], O_CLOEXEC) < 0 ||
-      o_insert(o) < 0) {
-    for (int i = 0; i < 2; i++)
-      for (int j = 0; j < 2; j++)
-        if (fds[i][j] >= 0) close(fds[i][j]);
-    free(o);
-    return NULL;
+/* p's outlet: its node's idle one, or a new one (*made set). NULL when the
+   pipes cannot be made. */
+static arbor_outlet *o_take(arbor_proc *p, int *made) {
+  arbor_outlet *o = o_find(p->pn);
+  if (o) {
+    o_remove(o);
+  } else {
+    o = calloc(1, sizeof *o);
+    if (!o) return NULL;
+    int fds[2][2] = {{-1, -1}, {-1, -1}};
+    if (pipe2(fds[0], O_CLOEXEC) < 0 || pipe2(fds[1], O_CLOEXEC) < 0) {
+      for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+          if (fds[i][j] >= 0) close(fds[i][j]);
+      free(o);
+      return NULL;
+    }
+    o->pn = p->pn;
+    o->e = p->e;
+    for (int i = 0; i < 2; i++) {
+      uv_pipe_init(p->e->loop, &o->r[i], 0);
+      o->r[i].data = o;
+      uv_pipe_open(&o->r[i], fds[i][0]);
+      o->w[i] = fds[i][1];
+      uv_read_start((uv_stream_t *)&o->r[i], on_alloc, o_on_read);
+    }
+    o->handles = 2;
+    *made = 1;
   }
-  o->e = e;
-  for (int i = 0; i < 2; i++) {
-    uv_pipe_init(e->loop, &o->r[i], 0);
-    o->r[i].data = o;
-    uv_pipe_open(&o->r[i], fds[i][0]);
-    o->w[i] = fds[i][1];
-    uv_read_start((uv_stream_t *)&o->r[i], on_alloc, o_on_read);
-  }
-  o->handles = 2;
-  *made = 1;
+  o->user = p;
+  p->outlet = o;
   return o;
 }
 
-/* p's group is gone: what it wrote is in the pipes, read it now; p lets
-   them go. */
+/* p lets its outlet go, once its group is gone: what it wrote is in the
+   pipes and read now. The outlet becomes its node's idle one, unless the
+   node has one already or is done with processes (DONE, discarded, or its
+   engine closing). */
 static void o_release(arbor_proc *p) {
   arbor_outlet *o = p->outlet;
   if (!o) return;
@@ -527,6 +537,11 @@ static void o_release(arbor_proc *p) {
   }
   o->user = NULL;
   p->outlet = NULL;
+  const arbor_node *n = &p->pn->n;
+  int keep = p->e && !p->e->zombie && !p->e->closing &&
+             n->state != ARBOR_DONE && !(n->flags & ARBOR_F_DETACHED) &&
+             !o_find(p->pn);
+  if (!keep || o_insert(o) < 0) o_shut(o);
 }
 
 void arbor_proc_node_freed(pnode *pn) {
@@ -544,29 +559,15 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static void check(arbor_proc *p);
 static void reaped(arbor_proc *p, int st);
 
-static int stream_index(arbor_proc *p, uv_stream_t *s) {
-  if (s == (uv_stream_t *)&p->out) return 0;
-  if (s == (uv_stream_t *)&p->err) return 1;
-  return 2;
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+/* The s6-style notification pipe (fd 3): a line means ready. */
+static void on_note(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   arbor_proc *p = s->data;
-  int idx = stream_index(p, s);
   if (nread > 0) {
-    feed(p, idx, buf->base, (size_t)nread);
+    feed(p, 2, buf->base, (size_t)nread);
   } else if (nread < 0) { /* EOF or error: the stream is done */
-    flush(p, idx);
+    flush(p, 2);
     close_handle(p, (uv_handle_t *)s);
-    /* output closed, most often because the process exited: reaping it
-       now spares waiting for SIGCHLD (one loop turn less per restart) */
-    int st;
-    if (!p->exited && uv_is_closing((uv_handle_t *)&p->out) &&
-        uv_is_closing((uv_handle_t *)&p->err) &&
-        waitpid(p->pid, &st, WNOHANG) == p->pid)
-      reaped(p, st);
-    else
-      check(p);
+    check(p);
   }
 }
 
@@ -625,9 +626,9 @@ static void signal_group(arbor_proc *p, int sig) {
   if (!p->exited) kill(p->pid, sig); /* in case it left its group */
 }
 
-/* No member of p's group is left: what it wrote to its node's pipes is
-   read now; pipes of its own get 0.5 s more (a process that left the group
-   may hold them). */
+/* No member of p's group is left: what it wrote is read now; its
+   notification pipe gets 0.5 s more (a process that left the group may
+   hold it). */
 static void group_gone(arbor_proc *p) {
   p->gone = 1;
   p->kill_at = now_s() + 0.5;
@@ -635,8 +636,8 @@ static void group_gone(arbor_proc *p) {
   o_release(p);
 }
 
-/* Advances a process towards its end: the group gone, then the output
-   read to its end (or given up on after 0.5 s), then the owner woken. */
+/* Advances a process towards its end: the group gone, its output read,
+   then the owner woken. */
 static void check(arbor_proc *p) {
   if (!p->exited || p->handles == 0) return;
   if (!p->gone) {
@@ -646,16 +647,12 @@ static void check(arbor_proc *p) {
     }
     group_gone(p);
   }
-  int open = !uv_is_closing((uv_handle_t *)&p->out) ||
-             !uv_is_closing((uv_handle_t *)&p->err) ||
-             (p->note.data == p && !uv_is_closing((uv_handle_t *)&p->note));
-  if (open && now_s() < p->kill_at) {
+  if (p->note.data == p && !uv_is_closing((uv_handle_t *)&p->note) &&
+      now_s() < p->kill_at) {
     poll_group(p);
     return;
   }
-  for (int i = 0; i < 3; i++) flush(p, i);
-  close_handle(p, (uv_handle_t *)&p->out);
-  close_handle(p, (uv_handle_t *)&p->err);
+  flush(p, 2);
   close_handle(p, (uv_handle_t *)&p->note);
   sd_close(p);
   close_handle(p, (uv_handle_t *)&p->timer);
@@ -714,10 +711,10 @@ void arbor_proc_incarnation_end(pnode *pn, arbor_state s) {
   pn->pflags &= (uint16_t)~PN_PROCS;
   for (arbor_proc *p = running; p; p = p->rnext)
     if (p->pn == pn && p->incarnation == pn->n.incarnation) arbor_proc_stop(p);
-  /* a node that ended DONE does not run again unless told to: its pipes
-     are closed (what its processes still write is lost) */
+  /* a node that ended DONE does not run again unless told to: its idle
+     pipes are closed (what its processes still write is lost) */
   arbor_outlet *o = s == ARBOR_DONE ? o_find(pn) : NULL;
-  if (o && !o->user) o_close(o);
+  if (o) o_close(o);
 }
 
 void arbor_proc_stop(arbor_proc *p) {
@@ -763,19 +760,13 @@ static char **child_env(char **base, char *extra) {
    errno. */
 static int start(arbor_proc *p, const arbor_proc_opts *o, char **env,
                  uv_loop_t *loop) {
-  int fds[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}}, child[3];
-  int n = o->ready == PROC_READY_NOTIFY ? 3 : 2, rc = 0;
-  int made = 0;
-  arbor_outlet *out = o_get(p->e, p->pn, &made);
-  if (out && out->user) out = NULL; /* another process writes to them */
-  for (int i = 0; i < n && rc == 0; i++) {
-    if (out && i < 2)
-      child[i] = out->w[i];
-    else if (pipe2(fds[i], O_CLOEXEC) < 0)
-      rc = -errno;
-    else
-      child[i] = fds[i][1];
-  }
+  int made = 0, note[2] = {-1, -1}, rc = 0;
+  arbor_outlet *out = o_take(p, &made);
+  if (!out) rc = -errno;
+  int child[3] = {out ? out->w[0] : -1, out ? out->w[1] : -1, -1};
+  int n = o->ready == PROC_READY_NOTIFY ? 3 : 2;
+  if (rc == 0 && n == 3 && pipe2(note, O_CLOEXEC) < 0) rc = -errno;
+  child[2] = note[1];
   if (!uv_is_active((uv_handle_t *)&chld)) { /* before any child can exit */
     uv_signal_init(loop, &chld);
     uv_signal_start(&chld, on_chld, SIGCHLD);
@@ -789,27 +780,19 @@ static int start(arbor_proc *p, const arbor_proc_opts *o, char **env,
       .set_uid = o->set_uid, .set_gid = o->set_gid, .uid = o->uid,
       .gid = o->gid};
   if (rc == 0) rc = -arbor_spawn(&so, &pid);
-  uv_pipe_t *ends[3] = {&p->out, &p->err, &p->note};
-  for (int i = 0; i < n; i++) {
-    if (fds[i][1] >= 0) close(fds[i][1]);
-    if (fds[i][0] < 0) continue;
-    if (rc == 0)
-      uv_pipe_open(ends[i], fds[i][0]);
-    else
-      close(fds[i][0]);
-  }
+  if (note[1] >= 0) close(note[1]);
+  if (note[0] >= 0 && rc == 0)
+    uv_pipe_open(&p->note, note[0]);
+  else if (note[0] >= 0)
+    close(note[0]);
   if (rc == 0) {
     p->pid = pid;
     running_add(p);
     p->pn->pflags |= PN_PROCS;
-    if (out) { /* p writes to its node's pipes: its own are not used */
-      out->user = p;
-      p->outlet = out;
-      close_handle(p, (uv_handle_t *)&p->out);
-      close_handle(p, (uv_handle_t *)&p->err);
-    }
-  } else if (made) { /* a node whose program cannot start keeps no pipes */
-    o_close(out);
+  } else if (out) { /* a node whose program cannot start keeps no new pipes */
+    out->user = NULL;
+    p->outlet = NULL;
+    if (made || o_find(p->pn) || o_insert(out) < 0) o_shut(out);
   }
   return rc;
 }
@@ -881,11 +864,9 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
   if (procs) procs->prev = p;
   procs = p;
 
-  uv_pipe_init(loop, &p->out, 0);
-  uv_pipe_init(loop, &p->err, 0);
   uv_timer_init(loop, &p->timer);
-  p->out.data = p->err.data = p->timer.data = p;
-  p->handles = 3;
+  p->timer.data = p;
+  p->handles = 1;
   char extra[200];
   char *extra_var = NULL;
   int rc = 0;
@@ -915,19 +896,13 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
   if (rc != 0) {
     p->exited = p->gone = 1;
     p->lua_gone = 1;
-    close_handle(p, (uv_handle_t *)&p->out);
-    close_handle(p, (uv_handle_t *)&p->err);
     close_handle(p, (uv_handle_t *)&p->note);
     close_handle(p, (uv_handle_t *)&p->timer);
     sd_close(p);
     return rc;
   }
   guard_add(p);
-  if (!p->outlet) {
-    uv_read_start((uv_stream_t *)&p->out, on_alloc, on_read);
-    uv_read_start((uv_stream_t *)&p->err, on_alloc, on_read);
-  }
-  if (p->note.data == p) uv_read_start((uv_stream_t *)&p->note, on_alloc, on_read);
+  if (p->note.data == p) uv_read_start((uv_stream_t *)&p->note, on_alloc, on_note);
   if (p->sd_fd >= 0) uv_poll_start(&p->sd, UV_READABLE, on_sd);
   *out = p;
   return 0;
@@ -951,9 +926,7 @@ static void kill_now(arbor_proc *p) {
     guard_del(p);
   }
   o_release(p);
-  for (int i = 0; i < 3; i++) flush(p, i);
-  close_handle(p, (uv_handle_t *)&p->out);
-  close_handle(p, (uv_handle_t *)&p->err);
+  flush(p, 2);
   close_handle(p, (uv_handle_t *)&p->note);
   close_handle(p, (uv_handle_t *)&p->timer);
   sd_close(p);

@@ -37,12 +37,12 @@ typedef struct arbor_proc arbor_proc;
 typedef struct arbor_outlet arbor_outlet;
 
 struct arbor_proc {
-  uv_pipe_t out, err, note; /* stdout, stderr, s6 notification pipe */
+  uv_pipe_t note;           /* s6 notification pipe (fd 3) */
   uv_poll_t sd;             /* systemd notification socket */
   uv_timer_t timer;         /* the stop: polls the group, SIGKILL at grace */
   arbor_proc *prev, *next;  /* all processes of the state */
   arbor_proc *rprev, *rnext; /* those whose main process runs (not reaped) */
-  arbor_outlet *outlet;     /* its node's pipes, when it writes to them */
+  arbor_outlet *outlet;     /* its stdout and stderr, until its group is gone */
   arbor_engine *e;
   pnode *pn;                /* owner (referenced) */
   uint64_t incarnation;
