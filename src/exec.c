@@ -557,7 +557,6 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 static void check(arbor_proc *p);
-static void reaped(arbor_proc *p, int st);
 
 /* The s6-style notification pipe (fd 3): a line means ready. */
 static void on_note(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
