@@ -14,16 +14,24 @@ typedef struct lctx {
   uint64_t incarnation;
 } lctx;
 
-/* The ctx metatable, also registered under a pointer key: looking it up
-   by pointer is much cheaper than by name, and every ctx call does it. */
+/* The ctx metatable, also registered under a pointer key. */
 static const char ctx_mt_key = 'm';
+
+/* An engine keeps the ctx metatable of its Lua state as a registry ref, to
+   make ctxs, and as an address, to recognize them: both much cheaper than
+   a lookup by name or key, and every ctx call does one. */
+int arbor_ctx_mt_ref(lua_State *L, const void **mt) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+  *mt = lua_topointer(L, -1);
+  return luaL_ref(L, LUA_REGISTRYINDEX);
+}
 
 void arbor_push_ctx(lua_State *L, pnode *pn) {
   lctx *c = lua_newuserdatauv(L, sizeof *c, 0);
   c->pn = pn;
   c->incarnation = pn->n.incarnation;
   arbor_node_ref(&pn->n);
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pn_engine(pn)->ctx_mt_ref);
   lua_setmetatable(L, -2);
 }
 
@@ -33,13 +41,14 @@ const char *arbor_dn(pnode *pn, char *buf, size_t size) {
   return buf;
 }
 
+/* The ctx at idx, or raises. Inside an engine's step (every runnable's
+   call) the metatable's address is compared; elsewhere it is looked up. */
 static lctx *to_ctx(lua_State *L, int idx) {
-  lctx *c = lua_touserdata(L, idx);
-  if (c && lua_getmetatable(L, idx)) {
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
-    int same = lua_rawequal(L, -1, -2);
-    lua_pop(L, 2);
-    if (same) return c;
+  arbor_engine *e = arbor_engine_current();
+  if (e && lua_getmetatable(L, idx)) {
+    int same = lua_topointer(L, -1) == e->ctx_mt;
+    lua_pop(L, 1);
+    if (same) return lua_touserdata(L, idx);
   }
   return luaL_checkudata(L, idx, ARBOR_CTX_MT); /* raises the usual error */
 }

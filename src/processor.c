@@ -753,6 +753,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->dn_ref = LUA_NOREF;
   lua_newtable(L);
   e->shared_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  e->ctx_mt_ref = arbor_ctx_mt_ref(L, &e->ctx_mt);
   e->policy_ev_ref = LUA_NOREF;
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
@@ -825,6 +826,7 @@ void arbor_engine_free(arbor_engine *e) {
   e->npool = 0;
   luaL_unref(L, LUA_REGISTRYINDEX, e->default_policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->shared_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->ctx_mt_ref);
   if (e->policy_ev_ref != LUA_NOREF) { /* its __index points here */
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
     lua_pushnil(L);

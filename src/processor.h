@@ -183,6 +183,8 @@ struct arbor_engine {
   pnode *policy_pn;       /* the node its policy is deciding now */
   const void *policy_ev;  /* and the event table it was given */
   int shared_ref;         /* counted references to functions */
+  int ctx_mt_ref;         /* the ctx metatable (arbor_ctx_mt_ref) */
+  const void *ctx_mt;     /* and its address */
   /* lifecycle coordinators to evaluate (lifecycle.c), and counters */
   struct arbor_pcoord *lc_head, *lc_tail;
   uint64_t lc_evals, lc_moves, lc_changes;
@@ -276,5 +278,7 @@ int arbor_is_canceled(lua_State *L, int idx);
 
 /* Builds a ctx userdata for pn's current incarnation on L. [-0, +1, m] */
 void arbor_push_ctx(lua_State *L, pnode *pn);
+/* A registry ref to the ctx metatable, and its address in *mt. [-0, +0, m] */
+int arbor_ctx_mt_ref(lua_State *L, const void **mt);
 
 #endif
