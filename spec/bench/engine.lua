@@ -7,6 +7,29 @@ local policy = arbor.policy
 local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
 local size, median, report = bench.size, bench.median, bench.report
 
+-- The build reference, in plain Lua with no arbor, runs in a fresh process
+-- (as the arbor build does): this script with --bare-build N builds N
+-- coroutines, each resumed until it yields, with the names "n"..i that
+-- user code makes for arbor's nodes, and prints the seconds it took.
+if arg[1] == "--bare-build" then
+  arbor.run(function(ctx)
+    local n = tonumber(arg[2])
+    local t0 = core.hrtime()
+    local cos, names = {}, 0
+    local function node() coroutine.yield() end
+    for i = 1, n do
+      local co = coroutine.create(node)
+      coroutine.resume(co)
+      cos[i] = co
+      names = names + #("n" .. i)
+    end
+    print(string.format("seconds %.6f", (core.hrtime() - t0) / 1e9))
+    arbor.stop()
+    ctx:wait()
+  end, {signals = false})
+  return
+end
+
 local function idle(c)
   c:signal("healthy")
   c:wait()
@@ -98,6 +121,20 @@ local function idle_wakeups(n, seconds)
   return wakeups
 end
 
+-- References in plain Lua, no arbor: what the same work costs this machine
+-- without a supervisor, so the figures above read against a floor.
+-- A failing "restart": a fresh coroutine that raises, resumed once.
+local function bare_failures(seconds)
+  local function f() error("boom") end
+  local count, t0 = 0, core.hrtime()
+  local stop = t0 + seconds * 1e9
+  repeat
+    for _ = 1, 1000 do coroutine.resume(coroutine.create(f)) end
+    count = count + 1000
+  until core.hrtime() >= stop
+  return count / ((core.hrtime() - t0) / 1e9)
+end
+
 bench.banner("engine")
 
 restart_latency(size(2000, 100), 0) -- warm up: allocator, thread pool
@@ -107,13 +144,19 @@ report("restart latency, median", lat, "us", "<= 2 us", lat <= 2)
 local rate = storm(1000, size(3, 0.2), policy.immediate)
 report("restart storm, 1000 failing nodes", rate, "/s", ">= 500000/s",
   rate >= 500000)
+report("  reference: plain Lua coroutines that fail", bare_failures(size(3, 0.2)),
+  "/s", "")
 
 local n = size(1000000, 10000)
 local built, per_node = scale(n)
+local bare = tonumber(bench.sh("build/arbor run --quiet " .. arg[0] ..
+  " --bare-build " .. n):match("seconds ([%d.]+)"))
 report(string.format("scale: %d idle nodes built", n), built, "s", "<= 2 s",
   built <= 2)
 report(string.format("scale: memory per node (%d nodes)", n), per_node / 1024,
   "KiB", "<= 1.5 KiB", per_node <= 1536)
+report(string.format("  reference: %d plain Lua coroutines built", n), bare,
+  "s", "")
 
 local lat_small = restart_latency(size(20000, 500), 99)
 local lat_big = restart_latency(size(20000, 500), n - 1)
