@@ -18,6 +18,14 @@ static _Atomic int fired;             /* the hook is set on `running` */
 static const char *what = "runaway runnable: ran %d ms without yielding "
                           "(limit %d ms)";
 static timer_t timer;
+
+/* The watched state is published by the store to `running` (release), read
+   from `running` first (acquire); the other fields need no ordering of their
+   own. Clearing `running` stays sequentially consistent: the tick must see
+   it cleared before `fired` is read back. Locked stores on every resume cost
+   more than the rest of the watchdog. */
+#define relaxed memory_order_relaxed
+
 static int ready, armed;
 
 static uint64_t now_ns(void) {
@@ -36,10 +44,10 @@ static void runaway_hook(lua_State *L, lua_Debug *ar) {
 
 static void on_tick(int sig) {
   (void)sig;
-  lua_State *co = atomic_load(&running);
-  uint64_t limit = atomic_load(&limit_ns);
+  lua_State *co = atomic_load_explicit(&running, memory_order_acquire);
+  uint64_t limit = atomic_load_explicit(&limit_ns, relaxed);
   if (!co || !limit || atomic_load(&fired)) return;
-  if (now_ns() - atomic_load(&since) < limit) return;
+  if (now_ns() - atomic_load_explicit(&since, relaxed) < limit) return;
   atomic_store(&fired, 1);
   lua_sethook(co, runaway_hook,
               LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
@@ -79,42 +87,48 @@ void arbor_watchdog_idle(void) {
   armed = 0;
 }
 
-void arbor_watchdog_enter(lua_State *co, double limit) {
-  atomic_store(&limit_ns, limit > 0 ? (uint64_t)(limit * 1e9) : 0);
-  atomic_store(&since, now_ns());
-  atomic_store(&running, co);
+/* The coarse clock is cheap, and close enough for limits of 0.1 s and up. */
+static uint64_t coarse_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+static void watch(lua_State *co, double limit) {
+  atomic_store_explicit(&limit_ns, limit > 0 ? (uint64_t)(limit * 1e9) : 0,
+                        relaxed);
+  atomic_store_explicit(&since, coarse_ns(), relaxed);
+  atomic_store_explicit(&running, co, memory_order_release);
+}
+
+void arbor_watchdog_enter(lua_State *co, double limit) { watch(co, limit); }
 
 void arbor_watchdog_leave(lua_State *co) {
   atomic_store(&running, NULL);
-  if (atomic_load(&fired)) {
+  if (atomic_load_explicit(&fired, relaxed)) {
     lua_sethook(co, NULL, 0, 0);
-    atomic_store(&fired, 0);
+    atomic_store_explicit(&fired, 0, relaxed);
   }
 }
 
 void arbor_watchdog_push(arbor_watch *saved, lua_State *L, double limit,
                          const char *message) {
   saved->co = atomic_exchange(&running, NULL);
-  saved->since = atomic_load(&since);
-  saved->limit = atomic_load(&limit_ns);
-  saved->fired = atomic_load(&fired);
+  saved->since = atomic_load_explicit(&since, relaxed);
+  saved->limit = atomic_load_explicit(&limit_ns, relaxed);
+  saved->fired = atomic_load_explicit(&fired, relaxed);
   saved->what = what;
-  atomic_store(&fired, 0);
+  atomic_store_explicit(&fired, 0, relaxed);
   what = message;
-  struct timespec ts; /* the coarse clock is cheap, and close enough */
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  atomic_store(&limit_ns, limit > 0 ? (uint64_t)(limit * 1e9) : 0);
-  atomic_store(&since, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
-  atomic_store(&running, L);
+  watch(L, limit);
 }
 
 void arbor_watchdog_pop(const arbor_watch *saved, lua_State *L) {
   atomic_store(&running, NULL);
-  if (atomic_load(&fired)) lua_sethook(L, NULL, 0, 0);
+  if (atomic_load_explicit(&fired, relaxed)) lua_sethook(L, NULL, 0, 0);
   what = saved->what;
-  atomic_store(&fired, saved->fired);
-  atomic_store(&limit_ns, saved->limit);
-  atomic_store(&since, saved->since);
-  atomic_store(&running, saved->co);
+  atomic_store_explicit(&fired, saved->fired, relaxed);
+  atomic_store_explicit(&limit_ns, saved->limit, relaxed);
+  atomic_store_explicit(&since, saved->since, relaxed);
+  atomic_store_explicit(&running, saved->co, memory_order_release);
 }
