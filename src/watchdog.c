@@ -87,7 +87,7 @@ void arbor_watchdog_idle(void) {
   armed = 0;
 }
 
-/* The coarse clock is cheap, and close enough for limits of 0.1 s and up. */
+/* The coarse clock is cheap, and close enough: the tick comes every 250 ms. */
 static uint64_t coarse_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
