@@ -94,14 +94,12 @@ static uint64_t coarse_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void watch(lua_State *co, double limit) {
+void arbor_watchdog_enter(lua_State *co, double limit) {
   atomic_store_explicit(&limit_ns, limit > 0 ? (uint64_t)(limit * 1e9) : 0,
                         relaxed);
   atomic_store_explicit(&since, coarse_ns(), relaxed);
   atomic_store_explicit(&running, co, memory_order_release);
 }
-
-void arbor_watchdog_enter(lua_State *co, double limit) { watch(co, limit); }
 
 void arbor_watchdog_leave(lua_State *co) {
   atomic_store(&running, NULL);
@@ -120,7 +118,7 @@ void arbor_watchdog_push(arbor_watch *saved, lua_State *L, double limit,
   saved->what = what;
   atomic_store_explicit(&fired, 0, relaxed);
   what = message;
-  watch(L, limit);
+  arbor_watchdog_enter(L, limit);
 }
 
 void arbor_watchdog_pop(const arbor_watch *saved, lua_State *L) {
