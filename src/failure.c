@@ -115,7 +115,7 @@ static void sb_int(sbuf *sb, int v) {
 /* The traceback of a dead coroutine, in luaL_traceback's format but without
    its search of package.loaded for function names (and without printf),
    which would cost more than the rest of a restart. */
-arbor_str *arbor__traceback(lua_State *co, pnode *pn) {
+static arbor_str *traceback(lua_State *co, pnode *pn) {
   sbuf sb;
   sb.n = 0;
   lua_Debug ar;
@@ -157,7 +157,7 @@ arbor_str *arbor__traceback(lua_State *co, pnode *pn) {
 arbor_str *arbor__node_trace(arbor_engine *e, pnode *pn) {
   pnode_hist *h = pn->failures;
   if (!pn->trace && h && h->dead_co) {
-    pn->trace = arbor__traceback(h->dead_co, pn);
+    pn->trace = traceback(h->dead_co, pn);
     arbor__drop_trace(e, pn);
   }
   return pn->trace;

@@ -64,7 +64,6 @@ void arbor__run_defers(arbor_engine *e, pnode *pn);
 
 /* failure.c */
 arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
-arbor_str *arbor__traceback(lua_State *co, pnode *pn);
 /* pn's traceback (formatted now from the kept coroutine, if not yet), or
    NULL. */
 arbor_str *arbor__node_trace(arbor_engine *e, pnode *pn);
