@@ -7,6 +7,7 @@ local json = require "arbor.json"
 
 local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
 local size, median, report, sh = bench.size, bench.median, bench.report, bench.sh
+local mktemp = bench.mktemp
 local bin = arg[-1] and arg[-1]:find("arbor$") and arg[-1] or "build/arbor"
 
 local function request(c, req)
@@ -19,7 +20,7 @@ end
 
 local function bench()
   local nodes = size(100000, 2000)
-  local dir = sh("mktemp -d"):gsub("%s+$", "")
+  local dir = mktemp()
   local sock = dir .. "/bench.sock"
   os.execute(string.format("build/arbor run --quiet --control %s spec/bench/support/big_tree.lua %d > %s/out 2>&1 &",
     sock, nodes, dir))

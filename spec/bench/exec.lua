@@ -5,6 +5,7 @@ local core = require "arbor.core"
 local policy = arbor.policy
 local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
 local size, median, report, sh = bench.size, bench.median, bench.report, bench.sh
+local mktemp = bench.mktemp
 
 -- The RSS measurement runs in a fresh arbor process: this same script with
 -- --rss-child supervises 10 sleep processes and prints its RSS.
@@ -78,7 +79,7 @@ report("RSS of arbor supervising 10 sleep processes", rss / 1048576, "MiB",
 -- supervisord supervising the same 10 sleeps, its RSS read the same way
 -- (resident pages of the supervisor process alone), when it is installed.
 local function supervisord_rss()
-  local dir = sh("mktemp -d"):gsub("%s+$", "")
+  local dir = mktemp()
   local f = assert(io.open(dir .. "/supervisord.conf", "w"))
   f:write("[supervisord]\nnodaemon=true\nlogfile=", dir, "/log\npidfile=", dir,
     "/pid\n")

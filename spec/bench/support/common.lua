@@ -1,6 +1,9 @@
 -- What the benchmarks in spec/bench share: sizes, reporting, and running a
 -- tree with a node that measures it. Loaded with dofile by each bench (scripts/bench runs spec/bench/*.lua).
 local arbor = require "arbor"
+-- the shell helpers of the end-to-end specs (plain Lua, no busted)
+local e2e = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "") ..
+  "../../e2e/support.lua")
 
 local M = {}
 
@@ -26,13 +29,8 @@ function M.banner(what)
     M.small and " (small sizes: figures are not meaningful)" or ""))
 end
 
--- The output of a shell command.
-function M.sh(cmd)
-  local p = io.popen(cmd)
-  local out = p:read("a")
-  p:close()
-  return out
-end
+-- The output of a shell command; a fresh temporary directory.
+M.sh, M.mktemp = e2e.capture, e2e.mktemp
 
 -- Runs a tree: build(ctx) adds its nodes, then a node "timer" becomes
 -- HEALTHY, calls measure(c) and stops the tree.
