@@ -7,7 +7,7 @@ local sh = support.capture
 -- Runs `arbor run ARGS`, waits for pattern in its output, sends SIGTERM
 -- and returns the exit status and the output.
 local function run_until(args, pattern)
-  local dir = sh("mktemp -d"):gsub("%s+$", "")
+  local dir = support.mktemp()
   local out = dir .. "/out"
   local pid = tonumber(sh(string.format(
     "(TMPDIR=%s %s run %s > %s 2>&1; echo $? > %s.exit.tmp; mv %s.exit.tmp %s.exit) >/dev/null 2>&1 & echo $!",

@@ -57,7 +57,7 @@ describe("arbor processes, end to end", function()
   end)
 
   it("--init as PID 1 reaps an orphaned zombie and stops on SIGTERM", function()
-    local dir = sh("mktemp -d"):gsub("%s+$", "")
+    local dir = support.mktemp()
     local result = dir .. "/result"
     local arbor_pid
     finally(function() -- a failed test leaves nothing running
