@@ -105,6 +105,15 @@ local function has(list, pattern)
   return false
 end
 
+-- A policy that restarts after `delay` until its n-th decision, which stops.
+local function stop_after(n, delay)
+  local calls = 0
+  return function()
+    calls = calls + 1
+    return calls >= n and "stop" or delay
+  end
+end
+
 describe("ctx:exec", function()
   it("runs a program and reports how it ended", function()
     scenario(function(ctx)
@@ -297,12 +306,8 @@ end)
 describe("a node's output pipes", function()
   it("are made once and kept across restarts, each run's lines logged", function()
     scenario(function(ctx, root)
-      local runs = 0
       root:run("loop", arbor.exec({"sh", "-c", "readlink /proc/self/fd/1; echo err >&2"}),
-        {policy = function()
-          runs = runs + 1
-          return runs >= 10 and "stop" or 0
-        end})
+        {policy = stop_after(10, 0)})
       assert.is_true(within(ctx, function() return state("root.loop") == "DEAD" end))
       local pipes, err = {}, 0
       for _, l in ipairs(logs("root.loop")) do
@@ -353,12 +358,8 @@ end)
 describe("arbor.exec", function()
   it("restarts a crash loop per its policy, with how it ended", function()
     scenario(function(ctx, root)
-      local calls = 0
       root:run("crash", arbor.exec({"sh", "-c", "echo boom >&2; exit 3"}),
-        {policy = function()
-          calls = calls + 1
-          return calls >= 4 and "stop" or 0.01
-        end})
+        {policy = stop_after(4, 0.01)})
       assert.is_true(within(ctx, function()
         local n = arbor.node("root.crash")
         return n.state == "DEAD" and n.restarts == 3
