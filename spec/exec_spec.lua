@@ -408,6 +408,30 @@ describe("arbor.exec", function()
     end)
   end)
 
+  it("signals the main process once per stop", function()
+    -- a real-time signal: the kernel queues each one sent (two TERMs sent
+    -- in a row may merge into one), so the program counts every send
+    local counter = [[
+      use POSIX;
+      $| = 1;
+      POSIX::sigaction(40, POSIX::SigAction->new(sub { syswrite STDOUT, "got it\n" }));
+      print "up\n";
+      sleep 1 while 1;
+    ]]
+    scenario(function(ctx, root)
+      root:run("svc", arbor.exec({"perl", "-e", counter},
+        {stop_signal = 40, grace = 0.5, ready = {stdout = "^up$"}}))
+      assert.is_true(within(ctx, function() return state("root.svc") == "HEALTHY" end))
+      arbor.node("root.svc"):stop()
+      assert.is_true(within(ctx, function() return state("root.svc") == "CANCELED" end))
+      local got = 0
+      for _, l in ipairs(logs("root.svc")) do
+        if l == "stdout: got it" then got = got + 1 end
+      end
+      assert.equal(1, got)
+    end)
+  end)
+
   it("takes the grandchildren down with the group", function()
     scenario(function(ctx, root)
       local grandchild

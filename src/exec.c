@@ -620,10 +620,10 @@ static void poll_group(arbor_proc *p) {
     uv_timer_start(&p->timer, on_timer, 10, 10);
 }
 
-static void signal_group(arbor_proc *p, int sig) {
-  kill(-p->pid, sig);
-  if (!p->exited) kill(p->pid, sig); /* in case it left its group */
-}
+/* Signals p's group, the main process with it: once. The main process
+   leads its own session, so it cannot leave its group (setsid and setpgid
+   refuse a session leader). */
+static void signal_group(arbor_proc *p, int sig) { kill(-p->pid, sig); }
 
 /* No member of p's group is left: what it wrote is read now; its
    notification pipe gets 0.5 s more (a process that left the group may
