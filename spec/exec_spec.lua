@@ -303,6 +303,66 @@ describe("ctx:exec", function()
   end)
 end)
 
+describe("what a program inherits", function()
+  -- The descriptors of sh ($$) as ls (its child) lists them, after `begin`.
+  local list_fds = {"sh", "-c", "echo begin; ls /proc/$$/fd; echo end"}
+  local function fds_of(ctx, opts)
+    assert.equal(0, assert(ctx:exec(list_fds, opts)):wait())
+    local l, out = logs(ctx.dn), {}
+    local i = #l
+    while l[i] ~= "stdout: begin" do i = i - 1 end
+    for j = i + 1, #l - 1 do out[#out + 1] = l[j]:match("^stdout: (%d+)$") end
+    return table.concat(out, " ")
+  end
+
+  it("gets fds 0, 1, 2 (and 3 with ready = notify) only, whatever the tree holds open", function()
+    local path = os.tmpname()
+    local held = assert(io.open(path, "w")) -- files the tree opened
+    local pipe = assert(io.popen("cat >/dev/null", "w"))
+    finally(function()
+      held:close()
+      pipe:close()
+      os.remove(path)
+    end)
+    scenario(function(ctx)
+      assert.equal("0 1 2", fds_of(ctx))
+      assert.equal("0 1 2 3", fds_of(ctx, {ready = "notify"}))
+      assert.equal("0 1 2", fds_of(ctx, {stdin = "inherit"}))
+      -- through `arbor --exec-shim`, which applies the rlimits
+      assert.equal("0 1 2", fds_of(ctx, {rlimits = {core = 0}}))
+    end)
+  end)
+
+  it("as another user, cannot write through a file the tree opened", function()
+    if read("/proc/self/status"):match("\nUid:%s+(%d+)") ~= "0" then
+      pending("needs root")
+      return
+    end
+    local path = os.tmpname() -- root's, mode 0600
+    local held = assert(io.open(path, "a"))
+    finally(function()
+      held:close()
+      os.remove(path)
+    end)
+    local fd
+    for _, n in ipairs(entries("/proc/self/fd")) do
+      if require("luv").fs_readlink("/proc/self/fd/" .. n) == path then fd = n end
+    end
+    assert.truthy(fd)
+    scenario(function(ctx)
+      local p = assert(ctx:exec({"perl", "-e", [[
+        open(my $h, ">&=", $ARGV[0]) or die "no fd $ARGV[0]: $!\n";
+        print $h "written by uid $<\n";
+        close $h or die "cannot write: $!\n";
+        print "wrote\n";
+      ]], fd}, {uid = "nobody"}))
+      p:wait()
+      assert.is_true(has(logs(ctx.dn), "^stderr: no fd " .. fd .. ": Bad file descriptor$"))
+    end)
+    assert.equal("", read(path))
+  end)
+end)
+
 describe("a node's output pipes", function()
   it("are made once and kept across restarts, each run's lines logged", function()
     scenario(function(ctx, root)

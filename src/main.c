@@ -182,7 +182,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (strcmp(argv[1], "--exec-shim") == 0) /* internal: ctx:exec rlimits */
-    return arbor_exec_shim(argc, argv);
+    return arbor_exec_shim(argc, argv); /* its fds are the program's */
+  /* what arbor inherited beyond stdio does not reach the children the tree
+     starts itself (io.popen, os.execute, luv's uv.spawn) */
+  arbor_fds_cloexec(3);
   if (strcmp(argv[1], "--version") == 0) {
     printf("arbor %s (%s, libuv %s)\n", ARBOR_VERSION, LUA_RELEASE,
            uv_version_string());

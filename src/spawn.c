@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "spawn.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,16 +30,10 @@
 #ifndef RUNNING_ON_VALGRIND
 #define RUNNING_ON_VALGRIND 0
 #endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
 
-/* Signals a child gets back at their defaults. exec resets handled ones
-   itself but keeps ignored ones ignored: a shell starts background jobs
-   with SIGINT and SIGQUIT ignored, nohup ignores SIGHUP, and the control
-   socket ignores SIGPIPE (control.c). Resetting the whole list, whatever
-   arbor's disposition is now, covers all of them. */
-static const int default_sigs[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM, SIGHUP,
-                                   SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM, SIGTSTP,
-                                   SIGTTIN, SIGTTOU, SIGXFSZ};
-static sigset_t defaults;
 static int prepared, devnull = -1;
 
 /* arbor's own open-file limit is raised to its hard limit (each node that
@@ -48,9 +43,6 @@ static struct rlimit nofile;
 static int nofile_raised;
 
 static void prepare(void) {
-  sigemptyset(&defaults);
-  for (size_t i = 0; i < sizeof default_sigs / sizeof *default_sigs; i++)
-    sigaddset(&defaults, default_sigs[i]);
   devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 &&
       nofile.rlim_cur < nofile.rlim_max) {
@@ -73,21 +65,62 @@ static int place_fd(int fd, int target) {
   return dup2(fd, target);
 }
 
+/* Closes (or, cloexec set, marks close-on-exec) every descriptor from
+   `from` up but `keep`: close_range(2) where the kernel has it (5.9; 5.11
+   for the marking), else each one listed in /proc/self/fd, else each one
+   below the open-file limit. Only system calls: a vfork child may call it. */
+static void fds_from(int from, int keep, int cloexec) {
+  unsigned flags = cloexec ? CLOSE_RANGE_CLOEXEC : 0;
+  int ok = 1;
+  if (keep > from)
+    ok = syscall(SYS_close_range, from, keep - 1, flags) == 0;
+  if (ok && keep >= from) from = keep + 1;
+  if (ok && syscall(SYS_close_range, from, ~0U, flags) == 0) return;
+  int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) {
+    struct rlimit rl;
+    int max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < INT_MAX
+                  ? (int)rl.rlim_cur : 65536;
+    for (int fd = from; fd < max; fd++)
+      if (fd != keep) cloexec ? fcntl(fd, F_SETFD, FD_CLOEXEC) : close(fd);
+    return;
+  }
+  /* the directory's offsets are descriptor numbers: closing the ones just
+     listed does not move the next ones */
+  _Alignas(struct dirent64) char buf[4096];
+  ssize_t n;
+  while ((n = getdents64(dir, buf, sizeof buf)) > 0)
+    for (ssize_t off = 0; off < n;) {
+      struct dirent64 *d = (struct dirent64 *)(buf + off);
+      off += d->d_reclen;
+      int fd = 0;
+      const char *c = d->d_name;
+      for (; *c >= '0' && *c <= '9'; c++) fd = fd * 10 + (*c - '0');
+      if (*c || c == d->d_name || fd < from || fd == keep || fd == dir)
+        continue;
+      cloexec ? fcntl(fd, F_SETFD, FD_CLOEXEC) : close(fd);
+    }
+  close(dir);
+}
+
+void arbor_fds_cloexec(int from) { fds_from(from, -1, 1); }
+
+void arbor_fds_close(int from) { fds_from(from, -1, 0); }
+
 /* The vfork child: runs on arbor's stack while arbor waits, so it only
    makes system calls and never returns. Every signal is blocked on entry. */
 static __attribute__((noreturn)) void child(const arbor_spawn_opts *o) {
-  /* A handler of arbor's must not run here, in arbor's memory: handled
-     signals go back to their defaults before any is unblocked. */
-  struct sigaction dfl, cur;
-  memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; sig++) {
-    if (sig == SIGKILL || sig == SIGSTOP) continue;
-    if (sigismember(&defaults, sig) ||
-        (sigaction(sig, NULL, &cur) == 0 && cur.sa_handler != SIG_DFL &&
-         cur.sa_handler != SIG_IGN))
-      sigaction(sig, &dfl, NULL);
-  }
+  /* Every signal back to its default: a handler of arbor's must not run
+     here, in arbor's memory, and exec would keep the ignored ones ignored
+     (a shell starts background jobs with SIGINT and SIGQUIT ignored, nohup
+     ignores SIGHUP, the control socket SIGPIPE; glibc's posix_spawn, behind
+     io.popen, leaves its own 32 and 33 ignored). The raw call, as glibc's
+     refuses 32 and 33: a kernel sigaction of zeros is SIG_DFL, no flags, an
+     empty mask. */
+  static const unsigned long dfl[8];
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sig != SIGKILL && sig != SIGSTOP)
+      syscall(SYS_rt_sigaction, sig, dfl, NULL, (NSIG - 1) / 8);
   if (setsid() < 0) goto fail;
   /* dies with arbor even if the guard is gone (the guard covers the group) */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -101,6 +134,9 @@ static __attribute__((noreturn)) void child(const arbor_spawn_opts *o) {
   }
   for (int i = 0; i < o->nfds; i++)
     if (place_fd(o->child_fds[i], i + 1) < 0) goto fail;
+  /* nothing else: not the files the tree opened, not what arbor inherited
+     (the errno pipe is close-on-exec) */
+  fds_from(o->nfds + 1, errno_pipe[1], 0);
   if (o->cwd && chdir(o->cwd) < 0) goto fail;
   if (o->umask_value >= 0) umask((mode_t)o->umask_value);
   if (nofile_raised) setrlimit(RLIMIT_NOFILE, &nofile);

@@ -20,10 +20,17 @@ typedef struct {
 } arbor_spawn_opts;
 
 /* Starts o->file in a new session (its own process group), all signals at
-   their defaults and none blocked, killed if arbor dies (PR_SET_PDEATHSIG).
-   Returns 0 and *pid once the program runs, or the errno value of the step
-   that failed (ENOENT, EACCES, ENOEXEC, EPERM...). */
+   their defaults and none blocked, killed if arbor dies (PR_SET_PDEATHSIG),
+   with descriptors 0 (/dev/null or arbor's stdin) and 1... (child_fds)
+   only. Returns 0 and *pid once the program runs, or the errno value of
+   the step that failed (ENOENT, EACCES, ENOEXEC, EPERM...). */
 int arbor_spawn(const arbor_spawn_opts *o, pid_t *pid);
+
+/* Marks every descriptor from `from` up close-on-exec (arbor's start-up:
+   what it inherited does not reach its children). */
+void arbor_fds_cloexec(int from);
+/* Closes every descriptor from `from` up (the guard, once forked). */
+void arbor_fds_close(int from);
 
 /* The arbor executable that applies rlimits before exec (arbor_exec_shim):
    this one when the caller is arbor, else the one next to the module. */

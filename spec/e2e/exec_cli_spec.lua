@@ -47,6 +47,25 @@ describe("arbor processes, end to end", function()
     end))
   end)
 
+  it("gives a process fds 0, 1, 2 and every signal at its default, whatever arbor inherited", function()
+    local dir = support.mktemp()
+    finally(function() os.execute("rm -rf " .. dir) end)
+    -- started with descriptor 7 open and signals ignored
+    local out = sh("sh -c 'exec 7>" .. dir .. "/seven; "
+      .. "trap \"\" WINCH URG XCPU PROF VTALRM IO SYS TRAP HUP 40; "
+      .. "exec " .. bin .. " run --quiet " .. fixtures .. "exec_inherit.lua' 2>&1")
+    assert.matches("\nnode fds 0 1 2\n", out, 1, true)
+    assert.matches("node stdout: SigIgn:\t0000000000000000\n", out, 1, true)
+    assert.matches("node stdout: SigBlk:\t0000000000000000\n", out, 1, true)
+    -- children the tree starts itself get no descriptor arbor inherited
+    -- (files the tree opens with io.open are theirs: docs/processes.md)
+    for _, who in ipairs{"popen", "uv.spawn"} do
+      local fds = out:match("\n" .. who:gsub("%p", "%%%0") .. " fds ([%d ]*)\n")
+      assert.truthy(fds, out)
+      assert.is_nil(((" " .. fds .. " "):find(" 7 ", 1, true)), who .. ": " .. fds)
+    end
+  end)
+
   it("raises its own open-file limit; its processes get the one it started with", function()
     local out = sh("ulimit -Sn 256 && " .. bin .. " run --quiet " .. fixtures .. "nofile.lua 2>&1")
     assert.matches("stdout: child 256\n", out, 1, true)
