@@ -11,7 +11,7 @@
  * holds one end of a socket whose other end only
  * arbor has (close-on-exec), and shares a table of live process groups
  * with arbor; when arbor dies, even by SIGKILL, the guard reads EOF and
- * SIGKILLs every group in the table.
+ * SIGKILLs every group in the table. A guard that dies first is replaced.
  *
  * A stop sends stop_signal (and SIGCONT) to the group, then SIGKILL when
  * `grace` seconds passed; it ends as soon as the group is gone: the main
@@ -155,28 +155,84 @@ static void guard_main(int fd) {
   _exit(0); /* no exit handlers: they are arbor's */
 }
 
-static void guard_start(void) {
-  void *t = mmap(NULL, GUARD_SLOTS * sizeof(int32_t), PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (t == MAP_FAILED) return;
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-    munmap(t, GUARD_SLOTS * sizeof(int32_t));
-    return;
+/* Forks a guard; the table is made at the first call, so a guard that
+   replaces a dead one takes over every group listed already. Returns its
+   pid, or a negative errno. */
+static int guard_start(void) {
+  if (!guard_table) {
+    void *t = mmap(NULL, GUARD_SLOTS * sizeof(int32_t),
+                   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED) return -errno;
+    guard_table = t;
   }
-  guard_table = t;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -errno;
   pid_t pid = fork();
   if (pid == 0) {
     close(sv[1]);
     guard_main(sv[0]);
   }
+  int err = errno;
   close(sv[0]);
   if (pid < 0) {
     close(sv[1]);
-    return;
+    return -err;
   }
   guard_fd = sv[1];
   guard_pid = pid;
+  return pid;
+}
+
+/* Logs line on the root of every tree with processes, or on stderr when
+   none has any: what concerns them all (the guard). */
+static void log_everywhere(arbor_str *line) {
+  arbor_engine *seen[16]; /* (beyond 16 trees, the others once per process) */
+  size_t n = 0;
+  if (!line) return;
+  for (arbor_proc *p = procs; p; p = p->next) {
+    arbor_engine *e = p->e;
+    size_t i = 0;
+    while (i < n && seen[i] != e) i++;
+    if (!e || e->zombie || i < n) continue;
+    if (n < sizeof seen / sizeof *seen) seen[n++] = e;
+    arbor__step_begin(e);
+    arbor_engine_log(e, (pnode *)e->tree.root, line);
+  }
+  if (n == 0) fprintf(stderr, "arbor: %s\n", line->s);
+}
+
+/* The guard died while arbor runs (wait status st): without it a kill -9
+   of arbor would leave orphans, so a new one is started at once (or at the
+   next process) and the roots of the trees are told. */
+static void guard_died(int st) {
+  int old = guard_pid, sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+  close(guard_fd);
+  guard_fd = -1;
+  guard_pid = 0;
+  int rc = guard_start();
+  char how[64];
+  if (sig)
+    snprintf(how, sizeof how, "killed by signal %d (%s)", sig,
+             arbor_signal_name(sig) ? arbor_signal_name(sig) : "?");
+  else
+    snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(st));
+  arbor_str *line =
+      rc > 0 ? arbor_str_fmt("process guard (pid %d) %s; started a new one "
+                             "(pid %d)", old, how, rc)
+             : arbor_str_fmt("process guard (pid %d) %s; cannot start a new "
+                             "one (%s): tried again at the next process",
+                             old, how, strerror(-rc));
+  log_everywhere(line);
+  arbor_str_unref(line);
+}
+
+/* Reaps the guard when it is pid (a child that exited); 1 when it was. */
+static int guard_reap(int pid) {
+  int st;
+  if (pid <= 0 || pid != guard_pid || waitpid(pid, &st, WNOHANG) != pid)
+    return 0;
+  guard_died(st);
+  return 1;
 }
 
 /* Lists p's group with the guard (p->slot, or -1 when the table is full). */
@@ -703,6 +759,7 @@ static void on_chld(uv_signal_t *h, int sig) {
     int st;
     if (waitpid(p->pid, &st, WNOHANG) == p->pid) reaped(p, st);
   }
+  guard_reap(guard_pid);
 }
 
 void arbor_proc_incarnation_end(pnode *pn, arbor_state s) {
@@ -988,6 +1045,7 @@ static void reap(uv_loop_t *loop) {
         si.si_pid == 0)
       return;
     int pid = si.si_pid, st;
+    if (guard_reap(pid)) continue;
     arbor_proc *mine = running;
     while (mine && mine->pid != pid) mine = mine->rnext;
     if (mine) { /* one of ours */

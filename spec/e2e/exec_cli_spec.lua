@@ -20,6 +20,24 @@ local function processes()
   return out
 end
 
+-- {pid, ppid, state, comm} of a process, or nil.
+local function stat(pid)
+  local s = read("/proc/" .. pid .. "/stat")
+  if not s then return nil end
+  local comm, state, ppid = s:match("^%d+ %((.*)%) (%a) (%d+)")
+  return {pid = pid, ppid = tonumber(ppid), state = state, comm = comm}
+end
+
+-- The live guard (arbor-guard) of arbor process pid, or nil.
+local function guard_of(pid)
+  for name in sh("ls /proc"):gmatch("%d+") do
+    local st = stat(name)
+    if st and st.comm == "arbor-guard" and st.ppid == pid and st.state ~= "Z" then
+      return tonumber(name)
+    end
+  end
+end
+
 describe("arbor processes, end to end", function()
   it("kill -9 of arbor takes its process groups down", function()
     local marker = tostring(os.time() % 100000) .. tostring(math.random(100000, 999999))
@@ -46,6 +64,57 @@ describe("arbor processes, end to end", function()
       return true
     end))
   end)
+
+  for _, init in ipairs{"", " --init"} do
+    it("replaces a guard killed with kill -9" .. init .. ": a later kill -9 of arbor still leaves nothing", function()
+      local marker = tostring(os.time() % 100000) .. tostring(math.random(100000, 999999))
+      local dir = support.mktemp()
+      local out = dir .. "/out"
+      local pid = tonumber(sh(bin .. " run" .. init .. " " .. fixtures .. "exec_guard.lua "
+        .. marker .. " >" .. out .. " 2>&1 & echo $!"))
+      local function marked()
+        local found = {}
+        for _, p in ipairs(processes()) do
+          if p.cmd:find(marker, 1, true) and p.pid ~= pid then found[#found + 1] = p end
+        end
+        return found
+      end
+      finally(function() -- a failed test leaves nothing running
+        os.execute("kill -9 " .. pid .. " 2>/dev/null")
+        for _, p in ipairs(marked()) do os.execute("kill -9 " .. p.pid) end
+        os.execute("rm -rf " .. dir)
+      end)
+      assert.is_true(eventually(function() return #marked() >= 5 end))
+      local groups = {}
+      for _, p in ipairs(marked()) do groups[p.pgid] = true end
+      local old
+      assert.is_true(eventually(function()
+        old = guard_of(pid)
+        return old ~= nil
+      end))
+      os.execute("kill -9 " .. old)
+      local line = "process guard (pid " .. old .. ") killed by signal 9 (SIGKILL); "
+        .. "started a new one (pid "
+      local new
+      assert.is_true(eventually(function()
+        local s = read(out) or ""
+        local at = s:find(line, 1, true)
+        new = at and tonumber(s:match("^(%d+)%)", at + #line))
+        return new ~= nil
+      end), read(out))
+      assert.matches("root%s+| " .. line:gsub("%p", "%%%0"), read(out))
+      assert.equal(new, guard_of(pid))
+      assert.is_nil(stat(old)) -- reaped
+      os.execute("kill -9 " .. pid)
+      assert.is_true(eventually(function() return #marked() == 0 end))
+      assert.is_true(eventually(function()
+        for _, p in ipairs(processes()) do
+          if groups[p.pgid] then return false end
+        end
+        return true
+      end))
+    end)
+  end
 
   it("gives a process fds 0, 1, 2 and every signal at its default, whatever arbor inherited", function()
     local dir = support.mktemp()
