@@ -456,7 +456,8 @@ describe("arbor.exec", function()
   end)
 
   it("SIGKILLs a process ignoring SIGTERM after grace", function()
-    scenario(function(ctx, root)
+    -- (a node's own stop, not the tree's: arbor.run still returns true)
+    local ok = scenario(function(ctx, root)
       root:run("stubborn", arbor.exec({"sh", "-c",
         "trap '' TERM; echo up; while :; do sleep 0.05; done"},
         {grace = 0.3, ready = {stdout = "^up$"}}))
@@ -466,6 +467,7 @@ describe("arbor.exec", function()
       assert.is_true(within(ctx, function() return state("root.stubborn") == "CANCELED" end))
       assert.is_true(arbor.now() - t0 >= 0.3)
     end)
+    assert.is_true(ok)
   end)
 
   it("signals the main process once per stop", function()
@@ -490,6 +492,22 @@ describe("arbor.exec", function()
       end
       assert.equal(1, got)
     end)
+  end)
+
+  it("reports a tree stop that had to SIGKILL a process: arbor.run returns false", function()
+    local pid
+    local ok, reason = scenario(function(ctx, root)
+      root:run("stubborn", arbor.exec({"sh", "-c",
+        "trap '' TERM; echo up $$; while :; do sleep 0.05; done"},
+        {grace = 0.2, ready = {stdout = function(line)
+          pid = line:match("^up (%d+)$")
+          return pid ~= nil
+        end}}))
+      assert.is_true(within(ctx, function() return state("root.stubborn") == "HEALTHY" end))
+    end)
+    assert.is_false(ok)
+    assert.equal("the tree stopped, but 1 process(es) had to be killed with "
+      .. "SIGKILL (the first: root.stubborn, pid " .. pid .. ")", reason)
   end)
 
   it("takes the grandchildren down with the group", function()

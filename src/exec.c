@@ -713,11 +713,25 @@ static void check(arbor_proc *p) {
   wake(p);
 }
 
+/* p needed SIGKILL: during a stop of the tree that is not a clean stop
+   (T12), so its engine counts it and names the first one. */
+static void count_kill(arbor_proc *p) {
+  arbor_engine *e = p->e;
+  if (!e || e->zombie || !e->stop_requested || e->closing) return;
+  if (!e->first_killed) {
+    char dn[1024];
+    arbor_node_dn(&p->pn->n, dn, sizeof dn);
+    e->first_killed = arbor_str_fmt("%s, pid %d", dn, p->pid);
+  }
+  e->killed_in_stop++;
+}
+
 static void on_timer(uv_timer_t *t) {
   arbor_proc *p = t->data;
   if (p->stopping && !p->killed && !p->gone && now_s() >= p->kill_at) {
     p->killed = 1;
     signal_group(p, SIGKILL);
+    if (p->stopping == 1) count_kill(p);
   }
   check(p);
 }
@@ -1009,6 +1023,8 @@ void arbor_exec_engine_free(arbor_engine *e) {
     p->e = NULL;
   }
   close_outlets(e, NULL);
+  arbor_str_unref(e->first_killed);
+  e->first_killed = NULL;
   /* the close callbacks run now, on the loop the engine leaves */
   if (e->loop) uv_run(e->loop, UV_RUN_NOWAIT);
 }

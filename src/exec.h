@@ -65,7 +65,8 @@ struct arbor_proc {
   int term_signal;          /* signal that ended it, or 0 */
   uint8_t exited;           /* the main process ended */
   uint8_t gone;             /* ... and its whole group */
-  uint8_t stopping;         /* arbor is stopping it */
+  uint8_t stopping;         /* arbor is stopping it (1), or what its main
+                               process left behind (2) */
   uint8_t killed;           /* SIGKILL sent */
   uint8_t lua_gone;         /* the Lua handle was collected */
   uint8_t waiting;          /* the owner is parked on this process */

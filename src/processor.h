@@ -167,6 +167,8 @@ struct arbor_engine {
   int gave_up;
   unsigned forced_in_stop; /* forced closes while the tree stopped */
   arbor_str *first_forced;  /* the DN of the first of them */
+  unsigned killed_in_stop;  /* processes SIGKILLed while the tree stopped */
+  arbor_str *first_killed;  /* "DN, pid N" of the first of them (exec.c) */
   arbor_str *gave_up_reason;
   arbor_str *reason;     /* reason for the next state event */
   arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced;

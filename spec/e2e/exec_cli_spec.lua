@@ -135,6 +135,26 @@ describe("arbor processes, end to end", function()
     end
   end)
 
+  it("exits 1 when a stop of the tree had to SIGKILL a process", function()
+    local dir = support.mktemp()
+    local pidfile = dir .. "/pid"
+    local p = io.popen("sh -c 'echo $$; exec " .. bin .. " run --quiet " .. fixtures
+      .. "exec_stubborn.lua " .. pidfile .. " 2>&1'; echo \"exit:$?\"")
+    local pid = p:read("l")
+    finally(function()
+      os.execute("kill -9 " .. pid .. " 2>/dev/null")
+      os.execute("rm -rf " .. dir)
+    end)
+    assert.is_true(eventually(function() return read(pidfile) end))
+    local child = read(pidfile):match("%d+")
+    os.execute("kill -TERM " .. pid)
+    local rest = p:read("a")
+    p:close()
+    assert.matches("exit:1", rest, 1, true)
+    assert.matches("arbor: the tree stopped, but 1 process(es) had to be killed with "
+      .. "SIGKILL (the first: root.stubborn, pid " .. child .. ")\n", rest, 1, true)
+  end)
+
   it("raises its own open-file limit; its processes get the one it started with", function()
     local out = sh("ulimit -Sn 256 && " .. bin .. " run --quiet " .. fixtures .. "nofile.lua 2>&1")
     assert.matches("stdout: child 256\n", out, 1, true)
