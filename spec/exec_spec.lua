@@ -510,6 +510,27 @@ describe("arbor.exec", function()
       .. "SIGKILL (the first: root.stubborn, pid " .. pid .. ")", reason)
   end)
 
+  it("names both the nodes closed at their deadline and the processes killed", function()
+    local pid
+    local ok, reason = scenario(function(ctx, root)
+      root:run("stubborn", arbor.exec({"sh", "-c",
+        "trap '' TERM; echo up $$; while :; do sleep 0.05; done"},
+        {grace = 0.2, ready = {stdout = function(line)
+          pid = line:match("^up (%d+)$")
+          return pid ~= nil
+        end}}))
+      root:run("shielded", function(c) -- stopped first: started last
+        c:signal("healthy")
+        c:shield(function() while true do c:sleep(0.05) end end)
+      end, {shutdown = 0.2})
+      assert.is_true(within(ctx, function() return state("root.stubborn") == "HEALTHY" end))
+    end)
+    assert.is_false(ok)
+    assert.equal("the tree stopped, but 1 node(s) were closed at their shutdown "
+      .. "deadline (the first: root.shielded); 1 process(es) had to be killed "
+      .. "with SIGKILL (the first: root.stubborn, pid " .. pid .. ")", reason)
+  end)
+
   it("takes the grandchildren down with the group", function()
     scenario(function(ctx, root)
       local grandchild

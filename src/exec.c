@@ -186,7 +186,7 @@ static int guard_start(void) {
 /* Logs line on the root of every tree with processes, or on stderr when
    none has any: what concerns them all (the guard). */
 static void log_everywhere(arbor_str *line) {
-  arbor_engine *seen[16]; /* (beyond 16 trees, the others once per process) */
+  arbor_engine *seen[16]; /* told (past 16, one may hear it more than once) */
   size_t n = 0;
   if (!line) return;
   for (arbor_proc *p = procs; p; p = p->next) {

@@ -308,7 +308,9 @@ local function killed_in_stop(e, result, reason)
   local killed = string.format("%d process(es) had to be killed with SIGKILL "
     .. "(the first: %s)", n, first)
   if result then return false, "the tree stopped, but " .. killed end
-  if reason:find("^the tree stopped, but ") then return false, reason .. "; " .. killed end
+  if reason:find("^the tree stopped, but ") then
+    return false, reason .. "; " .. killed
+  end
   return result, reason
 end
 
