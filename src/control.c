@@ -27,6 +27,7 @@
 #include "l_arbor.h"
 
 int arbor_peer_cred(int fd, int *uid, int *pid);
+const char *arbor_sock_dir_unsafe(const char *dir, char *buf, size_t size);
 void arbor_open_slice(lua_State *L);
 void arbor_open_conn(lua_State *L);
 void arbor_new_type(lua_State *L, const char *name, const luaL_Reg *m,
@@ -317,10 +318,10 @@ static int socket_alive(const char *path) {
   return alive;
 }
 
-/* Makes path's directory (mode 0700) when missing; an existing one must
-   belong to arbor's uid or root. Returns NULL or a message in buf. */
+/* Makes path's directory (mode 0700) when missing; an existing one must be
+   safe (arbor_sock_dir_unsafe). Returns NULL or a message in buf. */
 static const char *prepare_dir(const char *path, char *buf, size_t size) {
-  char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+  char dir[sizeof ((struct sockaddr_un *)0)->sun_path], why[400];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return NULL;
@@ -331,20 +332,10 @@ static const char *prepare_dir(const char *path, char *buf, size_t size) {
              strerror(errno));
     return buf;
   }
-  /* someone else's directory could swap the socket for theirs */
-  struct stat sb;
-  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-    snprintf(buf, size, "%s is not a directory", dir);
-    return buf;
-  }
-  if (sb.st_uid != geteuid() && sb.st_uid != 0) {
-    snprintf(buf, size,
-             "the directory %s belongs to uid %d, not to arbor's uid %d; "
-             "refusing to serve the control socket there",
-             dir, (int)sb.st_uid, (int)geteuid());
-    return buf;
-  }
-  return NULL;
+  /* another user could swap the socket for theirs */
+  if (!arbor_sock_dir_unsafe(dir, why, sizeof why)) return NULL;
+  snprintf(buf, size, "%s; refusing to serve the control socket there", why);
+  return buf;
 }
 
 static void on_idle(uv_idle_t *h) {

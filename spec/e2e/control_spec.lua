@@ -75,6 +75,17 @@ end
 
 local function is_socket(path) return os.execute("test -S " .. q(path)) == true end
 
+-- A user for the specs that need another uid (created once; CI runs as
+-- root), or nil when not root.
+local function test_user(user)
+  if select(2, sh("id -u")) ~= "0\n" then return nil end
+  if sh("id -u " .. user) ~= 0 then
+    local code, out = sh("useradd -M -N -s /usr/sbin/nologin " .. user)
+    assert(code == 0 or sh("id -u " .. user) == 0, out)
+  end
+  return tonumber((select(2, sh("id -u " .. user))))
+end
+
 describe("control socket (C1)", function()
   local e
   before_each(function() e = start() end)
@@ -152,15 +163,10 @@ describe("control socket (C1)", function()
   end)
 
   it("refuses a peer of another uid (not root)", function()
-    local _, uid = sh("id -u")
-    if uid ~= "0\n" then
+    local user = "arbor-ctl-test"
+    if not test_user(user) then
       print("\n  SKIPPED: the other-uid test needs root (to create a user)")
       return
-    end
-    local user = "arbor-ctl-test"
-    if sh("id -u " .. user) ~= 0 then
-      local code, out = sh("useradd -M -N -s /usr/sbin/nologin " .. user)
-      assert(code == 0 or sh("id -u " .. user) == 0, out)
     end
     -- the user runs a copy of arbor it can read
     local copy = e.dir .. "/bin"
@@ -181,6 +187,158 @@ describe("control socket (C1)", function()
     local _, logs = ctl(e, "logs root -n 5")
     assert.matches("control: refused a connection from uid %d+ %(pid %d+%)", logs)
     assert.equal(0, (ctl(e, "status")))
+  end)
+end)
+
+describe("socket trust (C1)", function()
+  local victim, squatter = "arbor-ctl-victim", "arbor-ctl-squatter"
+  local vuid, suid, dir, copy, fakes, home
+
+  -- the victim's own arbor: a copy every user can read
+  setup(function()
+    vuid, suid = test_user(victim), test_user(squatter)
+    if not vuid then return end
+    dir = mktemp()
+    os.execute("chmod 755 " .. q(dir))
+    copy = dir .. "/bin"
+    assert.equal(0, (sh(string.format("mkdir -p %s && cp %s %s/arbor && cp -r lua %s/ && "
+      .. "cp spec/e2e/fixtures/fake_engine.lua %s/ && chmod -R a+rX %s",
+      q(copy), q(bin), q(copy), q(copy), q(copy), q(copy)))))
+    home = "/tmp/arbor-" .. vuid -- the victim's default directory
+  end)
+  teardown(function()
+    if dir then os.execute("rm -rf " .. q(dir)) end
+  end)
+  before_each(function()
+    if not vuid then return end
+    fakes = {}
+    os.execute("rm -rf " .. q(home))
+  end)
+  after_each(function()
+    if not vuid then return end
+    for _, f in ipairs(fakes) do
+      local pid = read_file(f .. ".pid")
+      if pid then os.execute("kill " .. pid) end
+    end
+    os.execute("rm -rf " .. q(home))
+  end)
+
+  local function skipped()
+    if vuid then return false end
+    print("\n  SKIPPED: the socket trust tests need root (to create users)")
+    return true
+  end
+
+  -- The squatter's fake engine at sock; returns the file recording how many
+  -- bytes it received.
+  local function fake(sock)
+    local sdir = dir .. "/squatter" -- where the squatter writes
+    os.execute(string.format("mkdir -p %s && chown %s %s", q(sdir), squatter, q(sdir)))
+    local record = string.format("%s/record%d", sdir, math.random(1e9))
+    fakes[#fakes + 1] = record
+    os.execute(string.format("runuser -u %s -- lua5.4 %s/fake_engine.lua %s %s > /dev/null 2>&1 &",
+      squatter, q(copy), q(sock), q(record)))
+    poll(function() return read_file(record .. ".pid") end, "the fake engine")
+    return record
+  end
+
+  local function as_victim(args)
+    return sh(string.format("runuser -u %s -- env -u XDG_RUNTIME_DIR -u ARBOR_CONTROL "
+      .. "ARBOR_LUA_DIR=%s/lua %s/arbor %s", victim, q(copy), q(copy), args))
+  end
+
+  it("refuses a default directory another user made", function()
+    if skipped() then return end
+    os.execute(string.format("runuser -u %s -- mkdir -m 755 %s", squatter, q(home)))
+    local record = fake(home .. "/live.sock")
+    local code, out = as_victim("ctl eval 'return 1'")
+    assert.equal(3, code, out)
+    assert.equal(string.format("arbor ctl: refusing %s/live.sock: the directory %s belongs "
+      .. "to uid %d, not to you (uid %d) or root\n", home, home, suid, vuid), out)
+    assert.equal("0", read_file(record)) -- nothing was sent
+  end)
+
+  it("refuses a default directory that is a symbolic link", function()
+    if skipped() then return end
+    local elsewhere = dir .. "/elsewhere"
+    os.execute(string.format("mkdir -m 755 %s && chown %s %s", q(elsewhere), squatter, q(elsewhere)))
+    os.execute(string.format("runuser -u %s -- ln -s %s %s", squatter, q(elsewhere), q(home)))
+    local record = fake(elsewhere .. "/live.sock")
+    local code, out = as_victim("ctl eval 'return 1'")
+    assert.equal(3, code, out)
+    assert.matches("arbor ctl: refusing " .. home .. "/live.sock: the directory " .. home
+      .. " is a symbolic link", out, 1, true)
+    assert.equal("0", read_file(record))
+  end)
+
+  it("refuses a directory others may write to", function()
+    if skipped() then return end
+    os.execute(string.format("mkdir -m 777 %s && chown %s %s && chmod 777 %s", q(home),
+      victim, q(home), q(home)))
+    local record = fake(home .. "/live.sock")
+    local code, out = as_victim("ctl eval 'return 1'")
+    assert.equal(3, code, out)
+    assert.matches("arbor ctl: refusing " .. home .. "/live.sock: the directory " .. home
+      .. " is writable by group or others (mode 0777)", out, 1, true)
+    assert.equal("0", read_file(record))
+  end)
+
+  it("refuses a socket another user serves, even in a sticky directory", function()
+    if skipped() then return end
+    local sticky = dir .. "/sticky"
+    os.execute("mkdir " .. q(sticky) .. " && chmod 1777 " .. q(sticky))
+    local sock = sticky .. "/x.sock"
+    local record = fake(sock)
+    for _, cmd in ipairs({"ctl " .. q(sock) .. " eval 'return 1'", "repl " .. q(sock) .. " < /dev/null"}) do
+      local code, out = as_victim(cmd)
+      assert.equal(3, code, out)
+      assert.matches("refusing " .. sock .. ": it is served by uid " .. suid .. " %(pid %d+%), "
+        .. "not by you %(uid " .. vuid .. "%) or root", out)
+    end
+    assert.equal("0", read_file(record))
+  end)
+
+  it("talks to the user's own engine in its default directory", function()
+    if skipped() then return end
+    local script = copy .. "/mine.lua"
+    local f = io.open(script, "w")
+    f:write('return function(ctx) ctx:signal("healthy") ctx:wait() end\n')
+    f:close()
+    os.execute("chmod a+r " .. q(script))
+    os.execute(string.format("runuser -u %s -- env -u XDG_RUNTIME_DIR -u ARBOR_CONTROL "
+      .. "ARBOR_LUA_DIR=%s/lua %s/arbor run --quiet %s > /dev/null 2>&1 &", victim, q(copy),
+      q(copy), q(script)))
+    poll(function() return as_victim("ctl status") == 0 end, "the victim's engine")
+    local _, modes = sh("stat -c '%a %U' " .. q(home))
+    assert.equal("700 " .. victim .. "\n", modes)
+    local code, out = as_victim("ctl eval 'return 6 * 7'")
+    assert.equal(0, code)
+    assert.equal("42\n", out)
+    assert.equal(0, (as_victim("ctl shutdown")))
+  end)
+
+  it("arbor run refuses a directory that is a symbolic link or others may write to", function()
+    local base = mktemp()
+    os.execute(string.format("mkdir %s/real %s/open %s/sticky && ln -s real %s/link && "
+      .. "chmod 777 %s/open && chmod 1777 %s/sticky", q(base), q(base), q(base), q(base),
+      q(base), q(base)))
+    local function run(sub)
+      return sh(bin .. " run --quiet --control " .. q(base .. "/" .. sub .. "/x.sock")
+        .. " spec/e2e/fixtures/restarts.lua")
+    end
+    local code, out = run("link")
+    assert.equal(2, code)
+    assert.equal("arbor: the directory " .. base .. "/link is a symbolic link; "
+      .. "refusing to serve the control socket there\n", out)
+    code, out = run("open")
+    assert.equal(2, code)
+    assert.matches("the directory " .. base .. "/open is writable by group or others "
+      .. "(mode 0777); refusing to serve the control socket there", out, 1, true)
+    -- a sticky directory (like /tmp) is accepted: others cannot replace the
+    -- socket, and clients check who serves it
+    code, out = run("sticky")
+    assert.equal(0, code, out)
+    os.execute("rm -rf " .. q(base))
   end)
 end)
 
