@@ -4,7 +4,8 @@
  * refuses peers whose uid is neither arbor's nor root, cuts the byte stream
  * into frames (frame.c) and hands each to Lua (lua/arbor/control.lua), which
  * answers through server:send. Each client's unsent output is bounded: a
- * client that stops reading is dropped, the engine never waits for it.
+ * client that stops reading is dropped, the engine never waits for it; one
+ * that reads a large reply, however slowly, is not.
  *
  * Evaluation slices are in slice.c, the blocking client side in conn.c.
  */
@@ -35,8 +36,11 @@ void arbor_new_type(lua_State *L, const char *name, const luaL_Reg *m,
 
 #define SERVER_MT "arbor.ControlServer"
 #define READ_CHUNK 65536
-/* Unsent output a client may have before it is dropped (C4). */
+/* Unsent output past which a client that takes no bytes for STALL_MS is
+   dropped (C4); past OUT_LIMIT + ARBOR_FRAME_MAX_REPLY it is dropped at
+   once. The largest reply thus reaches a client that reads it. */
 #define OUT_LIMIT (64u << 20)
+#define STALL_MS 5000
 
 typedef struct server server;
 
@@ -46,6 +50,10 @@ typedef struct client {
   lua_Integer id;
   arbor_frame_reader rd;
   size_t queued;  /* bytes handed to uv_write, not yet written */
+  uint64_t sent;  /* bytes handed to uv_write in all */
+  uint64_t taken; /* bytes the client had taken at the last stall check */
+  uint64_t since; /* loop time it last took bytes while over the limit */
+  int over;       /* its unsent output is over the limit: watched */
   int closing;
   struct client *prev, *next;
 } client;
@@ -60,6 +68,7 @@ typedef struct write_req {
 struct server {
   uv_pipe_t pipe;
   uv_idle_t idle;
+  uv_timer_t stall; /* checks the clients over the limit while any is */
   arbor_engine *e;
   lua_State *L;     /* our own thread for the callbacks */
   int L_ref, handler_ref;
@@ -154,8 +163,38 @@ static void on_written(uv_write_t *req, int status) {
   free(w);
 }
 
+/* Drops each client over the output limit that took no bytes for STALL_MS
+   (it stopped reading); stops when no client is over the limit. */
+static void on_stall_check(uv_timer_t *t) {
+  server *s = t->data;
+  uint64_t now = uv_now(t->loop);
+  int watched = 0;
+  for (client *c = s->clients, *next; c; c = next) {
+    next = c->next;
+    if (!c->over) continue;
+    size_t unsent = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe);
+    uint64_t taken = c->sent - unsent;
+    if (unsent <= s->out_limit) {
+      c->over = 0;
+    } else if (taken > c->taken) {
+      c->taken = taken;
+      c->since = now;
+      watched = 1;
+    } else if (now - c->since >= STALL_MS) {
+      log_root(s, "control: dropped client %d: it stopped reading (no byte "
+               "taken for %d s, %zu bytes unsent, limit %zu)", (int)c->id,
+               STALL_MS / 1000, unsent, s->out_limit);
+      client_close(c, "slow reader: output limit exceeded");
+    } else {
+      watched = 1;
+    }
+  }
+  if (!watched) uv_timer_stop(t);
+}
+
 /* Sends one frame: written at once when the socket takes it, else queued.
-   A client whose queue passes the limit is dropped. Returns 0 or -1. */
+   A client whose queue passes the limit is watched (on_stall_check), one
+   past the hard limit dropped. Returns 0 or -1. */
 static int client_send(client *c, const char *p, size_t n) {
   if (c->closing) return -1;
   unsigned char h[ARBOR_FRAME_HEADER];
@@ -173,11 +212,11 @@ static int client_send(client *c, const char *p, size_t n) {
     if (r > 0) done = (size_t)r;
   }
   size_t rest = total - done;
-  if (c->queued + rest > c->srv->out_limit) {
-    log_root(c->srv,
-             "control: dropped client %d: it stopped reading (%zu bytes "
-             "unsent, limit %zu)",
-             (int)c->id, c->queued + rest, c->srv->out_limit);
+  server *s = c->srv;
+  if (c->queued + rest > s->out_limit + ARBOR_FRAME_MAX_REPLY) {
+    log_root(s, "control: dropped client %d: it is not keeping up (%zu bytes "
+             "unsent, limit %zu)", (int)c->id, c->queued + rest,
+             s->out_limit + ARBOR_FRAME_MAX_REPLY);
     client_close(c, "slow reader: output limit exceeded");
     return -1;
   }
@@ -204,6 +243,14 @@ static int client_send(client *c, const char *p, size_t n) {
     return -1;
   }
   c->queued += rest;
+  c->sent += rest;
+  if (c->queued > s->out_limit && !c->over) {
+    c->over = 1;
+    c->taken = c->sent - c->queued;
+    c->since = uv_now(s->e->loop);
+    if (!uv_is_active((uv_handle_t *)&s->stall))
+      uv_timer_start(&s->stall, on_stall_check, STALL_MS / 5, STALL_MS / 5);
+  }
   return 0;
 }
 
@@ -392,7 +439,10 @@ static int l_listen(lua_State *L) {
   s->pipe.data = s;
   uv_idle_init(e->loop, &s->idle);
   s->idle.data = s;
-  s->open_handles = 2;
+  uv_timer_init(e->loop, &s->stall);
+  uv_unref((uv_handle_t *)&s->stall);
+  s->stall.data = s;
+  s->open_handles = 3;
   mode_t old = umask(0177);
   int r = uv_pipe_bind(&s->pipe, path);
   umask(old);
@@ -402,6 +452,7 @@ static int l_listen(lua_State *L) {
     s->closed = 1;
     uv_close((uv_handle_t *)&s->pipe, on_server_handle_closed);
     uv_close((uv_handle_t *)&s->idle, on_server_handle_closed);
+    uv_close((uv_handle_t *)&s->stall, on_server_handle_closed);
     lua_pushnil(L);
     lua_pushfstring(L, "cannot listen on %s: %s", path, uv_strerror(r));
     return 2;
@@ -485,6 +536,7 @@ static int l_close(lua_State *L) {
   unlink(s->path);
   uv_close((uv_handle_t *)&s->pipe, on_server_handle_closed);
   uv_close((uv_handle_t *)&s->idle, on_server_handle_closed);
+  uv_close((uv_handle_t *)&s->stall, on_server_handle_closed);
   luaL_unref(L, LUA_REGISTRYINDEX, s->handler_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, s->L_ref);
   return 0;

@@ -742,15 +742,25 @@ describe("protocol (C4)", function()
     end, "the clients to be gone")
   end)
 
+  it("sends a reply larger than the unsent-output limit to a client that reads it", function()
+    local conn = assert(client.open(e.sock))
+    local reply, err = conn:request({op = "eval", json = true,
+      code = "return string.rep('x', 80 << 20)"}) -- 80 MiB: over the 64 MiB
+    conn:close()
+    assert(reply, err)
+    assert.equal(80 << 20, #reply.values[1])
+    assert.equal(0, (ctl(e, "status")))
+  end)
+
   it("drops a client that stops reading, without blocking the engine", function()
     local c = assert(core.connect(e.sock))
     local big = json.encode({op = "eval", code = "return string.rep('x', 8 << 20)", id = 1})
     local before = beats(e)
     for _ = 1, 12 do assert(c:send(big)) end -- 96 MiB of replies, none read
-    poll(function()
+    assert.is_true(support.eventually(function() -- dropped after 5 s without progress
       local _, logs = ctl(e, "logs root -n 5")
       return logs:find("dropped client %d+: it stopped reading")
-    end, "the drop")
+    end))
     assert.is_true(beats(e) > before)
     assert.equal(0, (ctl(e, "status")))
     -- the dropped client reads what was sent, then the end
