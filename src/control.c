@@ -511,16 +511,18 @@ static int l_busy(lua_State *L) {
   return 0;
 }
 
-/* server:info() -> {clients=, path=, out_limit=} */
+/* server:info() -> {clients=, path=, out_limit=, reply_limit=} */
 static int l_info(lua_State *L) {
   server *s = check_server(L);
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
   lua_pushinteger(L, (lua_Integer)s->nclients);
   lua_setfield(L, -2, "clients");
   lua_pushstring(L, s->path);
   lua_setfield(L, -2, "path");
   lua_pushinteger(L, (lua_Integer)s->out_limit);
   lua_setfield(L, -2, "out_limit");
+  lua_pushinteger(L, (lua_Integer)ARBOR_FRAME_MAX_REPLY);
+  lua_setfield(L, -2, "reply_limit");
   return 1;
 }
 
@@ -556,24 +558,46 @@ static int l_runnable(lua_State *L) {
 
 /* ---- tree --json --------------------------------------------------- */
 
+/* Adds s as a JSON string: runs of plain bytes are copied whole, so a
+   string of many megabytes is quoted in milliseconds. */
 static void json_str(luaL_Buffer *b, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
+  static const char short_esc[32] = {['\b'] = 'b', ['\f'] = 'f',
+                                     ['\n'] = 'n', ['\r'] = 'r',
+                                     ['\t'] = 't'};
+  size_t run = 0; /* the first byte not added yet */
   luaL_addchar(b, '"');
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
+    if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != 0x7f) continue;
+    luaL_addlstring(b, s + run, i - run);
+    run = i + 1;
+    char esc[6] = {'\\', (char)ch};
     if (ch == '"' || ch == '\\') {
-      luaL_addchar(b, '\\');
-      luaL_addchar(b, (char)ch);
-    } else if (ch < 0x20 || ch == 0x7f) {
-      char esc[7] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15], 0};
-      if (ch == '\n') luaL_addstring(b, "\\n");
-      else if (ch == '\t') luaL_addstring(b, "\\t");
-      else luaL_addlstring(b, esc, 6);
+      luaL_addlstring(b, esc, 2);
+    } else if (ch < 0x20 && short_esc[ch]) {
+      esc[1] = short_esc[ch];
+      luaL_addlstring(b, esc, 2);
     } else {
-      luaL_addchar(b, (char)ch);
+      esc[1] = 'u', esc[2] = '0', esc[3] = '0';
+      esc[4] = hex[ch >> 4], esc[5] = hex[ch & 15];
+      luaL_addlstring(b, esc, 6);
     }
   }
+  luaL_addlstring(b, s + run, n - run);
   luaL_addchar(b, '"');
+}
+
+/* core.json_quote(s) -> s as a JSON string (arbor.json's encoder).
+   [-0, +1, m] */
+static int l_json_quote(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  luaL_Buffer b;
+  luaL_buffinitsize(L, &b, n + 2); /* one allocation when nothing escapes */
+  json_str(&b, s, n);
+  luaL_pushresult(&b);
+  return 1;
 }
 
 /* One node's fields, as e:tree() has them, without the closing brace. */
@@ -686,6 +710,7 @@ void arbor_open_control(lua_State *L) {
       {"control_listen", l_listen},
       {"runnable", l_runnable},
       {"tree_json", l_tree_json},
+      {"json_quote", l_json_quote},
       {"getpid", l_getpid},
       {NULL, NULL},
   };

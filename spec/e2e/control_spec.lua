@@ -437,6 +437,39 @@ describe("arbor ctl (C3)", function()
     assert.equal(0, (ctl(e, "status")))
   end)
 
+  it("prints a large result in slices, under the evaluation's budget, and cuts it", function()
+    -- a check handle counts the loop's turns
+    assert.equal(0, (ctl(e, "eval " .. q("_G.turns = 0 _G.turn_check = require('luv').new_check() "
+      .. "turn_check:start(function() _G.turns = _G.turns + 1 end)"))))
+    -- printed between two probes of the turn count: the rendering of a
+    -- million entries spans loop turns (the tree runs meanwhile)
+    local code, out = ctl(e, "eval " .. q([[
+      local big = {} for i = 1, 1e6 do big[i] = i end
+      local probe = setmetatable({}, {__tostring = function() return "turn " .. _G.turns end})
+      return probe, big, probe]]))
+    assert.equal(0, code, out)
+    local first, last = out:match("^turn (%d+)\t{\n  1,\n  2,\n.-\n  100,\n  %.%.%. %(999900 more%)\n}\tturn (%d+)\n$")
+    assert.is_truthy(first, out:sub(1, 200))
+    assert.is_true(tonumber(last) > tonumber(first), out:sub(1, 200))
+    -- the rendering, text or JSON, counts in the evaluation's budget
+    assert.equal(0, (ctl(e, "eval " .. q("_G.big = {} for i = 1, 1e6 do big[i] = i end"))))
+    for _, json_flag in ipairs({"", "--json "}) do
+      code, out = ctl(e, "eval --budget 1000000 " .. json_flag .. q("return big"))
+      assert.equal(1, code, out:sub(1, 200))
+      assert.matches("printing the result: evaluation stopped: instruction budget of 1000000 exceeded",
+        out, 1, true)
+    end
+    -- a text past 1 MiB is cut, and says so
+    code, out = ctl(e, "eval " .. q([[
+      local t = {} for i = 1, 100 do t[i] = {} for j = 1, 100 do t[i][j] = ("y"):rep(200) end end
+      return t, ("z"):rep(3 << 20)]]))
+    assert.equal(0, code)
+    assert.is_true(#out < (1 << 20) + 4096, #out)
+    local marker = "\n(truncated: the text of the result is limited to 1048576 bytes)\n"
+    assert.equal(marker, out:sub(-#marker))
+    ctl(e, "eval " .. q("turn_check:close() _G.big = nil"))
+  end)
+
   it("restarts and stops nodes, and follows events and logs", function()
     local ev_file, log_file = e.dir .. "/events", e.dir .. "/logs"
     os.execute(string.format("%s ctl %s events -f --json -n 0 > %s 2>&1 & echo $! > %s.pid",
@@ -754,9 +787,11 @@ describe("protocol (C4)", function()
 
   it("drops a client that stops reading, without blocking the engine", function()
     local c = assert(core.connect(e.sock))
-    local big = json.encode({op = "eval", code = "return string.rep('x', 8 << 20)", id = 1})
     local before = beats(e)
-    for _ = 1, 12 do assert(c:send(big)) end -- 96 MiB of replies, none read
+    for id = 1, 12 do -- 96 MiB of replies, none read
+      assert(c:send(json.encode({op = "eval", code = "return string.rep('x', 8 << 20)",
+        id = id, json = true})))
+    end
     assert.is_true(support.eventually(function() -- dropped after 5 s without progress
       local _, logs = ctl(e, "logs root -n 5")
       return logs:find("dropped client %d+: it stopped reading")
