@@ -49,7 +49,6 @@ typedef struct client {
   server *srv;
   lua_Integer id;
   arbor_frame_reader rd;
-  size_t queued;  /* bytes handed to uv_write, not yet written */
   uint64_t sent;  /* bytes handed to uv_write in all */
   uint64_t taken; /* bytes the client had taken at the last stall check */
   uint64_t since; /* loop time it last took bytes while over the limit */
@@ -61,7 +60,6 @@ typedef struct client {
 typedef struct write_req {
   uv_write_t req;
   client *c;
-  size_t n;
   char data[];
 } write_req;
 
@@ -157,10 +155,14 @@ static void client_close(client *c, const char *why) {
 
 static void on_written(uv_write_t *req, int status) {
   write_req *w = (write_req *)req;
-  w->c->queued -= w->n;
   if (status < 0 && status != UV_ECANCELED)
     client_close(w->c, uv_strerror(status));
   free(w);
+}
+
+/* Bytes queued for the client and not yet written. */
+static size_t unsent(client *c) {
+  return uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe);
 }
 
 /* Drops each client over the output limit that took no bytes for STALL_MS
@@ -172,9 +174,9 @@ static void on_stall_check(uv_timer_t *t) {
   for (client *c = s->clients, *next; c; c = next) {
     next = c->next;
     if (!c->over) continue;
-    size_t unsent = uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe);
-    uint64_t taken = c->sent - unsent;
-    if (unsent <= s->out_limit) {
+    size_t left = unsent(c);
+    uint64_t taken = c->sent - left;
+    if (left <= s->out_limit) {
       c->over = 0;
     } else if (taken > c->taken) {
       c->taken = taken;
@@ -183,7 +185,7 @@ static void on_stall_check(uv_timer_t *t) {
     } else if (now - c->since >= STALL_MS) {
       log_root(s, "control: dropped client %d: it stopped reading (no byte "
                "taken for %d s, %zu bytes unsent, limit %zu)", (int)c->id,
-               STALL_MS / 1000, unsent, s->out_limit);
+               STALL_MS / 1000, left, s->out_limit);
       client_close(c, "slow reader: output limit exceeded");
     } else {
       watched = 1;
@@ -200,7 +202,7 @@ static int client_send(client *c, const char *p, size_t n) {
   unsigned char h[ARBOR_FRAME_HEADER];
   arbor_frame_header(h, (uint32_t)n);
   size_t done = 0, total = n + sizeof h;
-  if (c->queued == 0) {
+  if (unsent(c) == 0) {
     uv_buf_t bufs[2] = {uv_buf_init((char *)h, sizeof h),
                         uv_buf_init((char *)p, (unsigned)n)};
     int r = uv_try_write((uv_stream_t *)&c->pipe, bufs, 2);
@@ -213,9 +215,9 @@ static int client_send(client *c, const char *p, size_t n) {
   }
   size_t rest = total - done;
   server *s = c->srv;
-  if (c->queued + rest > s->out_limit + ARBOR_FRAME_MAX_REPLY) {
+  if (unsent(c) + rest > s->out_limit + ARBOR_FRAME_MAX_REPLY) {
     log_root(s, "control: dropped client %d: it is not keeping up (%zu bytes "
-             "unsent, limit %zu)", (int)c->id, c->queued + rest,
+             "unsent, limit %zu)", (int)c->id, unsent(c) + rest,
              s->out_limit + ARBOR_FRAME_MAX_REPLY);
     client_close(c, "slow reader: output limit exceeded");
     return -1;
@@ -226,7 +228,6 @@ static int client_send(client *c, const char *p, size_t n) {
     return -1;
   }
   w->c = c;
-  w->n = rest;
   /* copy the unsent tail of header + payload */
   size_t off = 0;
   if (done < sizeof h) {
@@ -242,11 +243,10 @@ static int client_send(client *c, const char *p, size_t n) {
     client_close(c, "write failed");
     return -1;
   }
-  c->queued += rest;
   c->sent += rest;
-  if (c->queued > s->out_limit && !c->over) {
+  if (unsent(c) > s->out_limit && !c->over) {
     c->over = 1;
-    c->taken = c->sent - c->queued;
+    c->taken = c->sent - unsent(c);
     c->since = uv_now(s->e->loop);
     if (!uv_is_active((uv_handle_t *)&s->stall))
       uv_timer_start(&s->stall, on_stall_check, STALL_MS / 5, STALL_MS / 5);
