@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <lauxlib.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -17,6 +18,8 @@
 #define CONN_MT "arbor.ControlConn"
 #define READ_CHUNK 65536
 
+int arbor_peer_cred(int fd, int *uid, int *pid);
+const char *arbor_sock_dir_unsafe(const char *dir, char *buf, size_t size);
 void arbor_open_conn(lua_State *L);
 void arbor_new_type(lua_State *L, const char *name, const luaL_Reg *m,
                     lua_CFunction close);
@@ -32,7 +35,36 @@ static conn *check_conn(lua_State *L) {
   return c;
 }
 
-/* core.connect(path) -> conn | nil, message, errno name */
+/* Why the engine at path, connected on fd, must not be trusted (C1), in
+   buf, or NULL: its directory could hold another user's socket (see
+   arbor_sock_dir_unsafe), or another user than this one and root serves
+   it. */
+static const char *untrusted(const char *path, int fd, char *buf,
+                             size_t size) {
+  char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  if (arbor_sock_dir_unsafe(dir, buf, size)) return buf;
+  int uid, pid;
+  uid_t me = geteuid();
+  if (arbor_peer_cred(fd, &uid, &pid) != 0) {
+    snprintf(buf, size, "its server's credentials cannot be read: %s",
+             strerror(errno));
+    return buf;
+  }
+  if ((uid_t)uid != me && uid != 0) {
+    snprintf(buf, size, "it is served by uid %d (pid %d), not by you "
+             "(uid %d) or root", uid, pid, (int)me);
+    return buf;
+  }
+  return NULL;
+}
+
+/* core.connect(path) -> conn | nil, message, errno name ("EUNTRUSTED" when
+   another user could be serving path: nothing was sent) */
 static int l_connect(lua_State *L) {
   size_t plen;
   const char *path = luaL_checklstring(L, 1, &plen);
@@ -59,6 +91,14 @@ static int l_connect(lua_State *L) {
     lua_pushstring(L, err == ENOENT ? "ENOENT"
                       : err == ECONNREFUSED ? "ECONNREFUSED"
                       : err == EACCES ? "EACCES" : "OTHER");
+    return 3;
+  }
+  char why[400];
+  if (untrusted(path, fd, why, sizeof why)) {
+    close(fd);
+    lua_pushnil(L);
+    lua_pushfstring(L, "refusing %s: %s", path, why);
+    lua_pushliteral(L, "EUNTRUSTED");
     return 3;
   }
   c->fd = fd;

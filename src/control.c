@@ -4,7 +4,8 @@
  * refuses peers whose uid is neither arbor's nor root, cuts the byte stream
  * into frames (frame.c) and hands each to Lua (lua/arbor/control.lua), which
  * answers through server:send. Each client's unsent output is bounded: a
- * client that stops reading is dropped, the engine never waits for it.
+ * client that stops reading is dropped, the engine never waits for it; one
+ * that reads a large reply, however slowly, is not.
  *
  * Evaluation slices are in slice.c, the blocking client side in conn.c.
  */
@@ -27,6 +28,7 @@
 #include "l_arbor.h"
 
 int arbor_peer_cred(int fd, int *uid, int *pid);
+const char *arbor_sock_dir_unsafe(const char *dir, char *buf, size_t size);
 void arbor_open_slice(lua_State *L);
 void arbor_open_conn(lua_State *L);
 void arbor_new_type(lua_State *L, const char *name, const luaL_Reg *m,
@@ -34,8 +36,11 @@ void arbor_new_type(lua_State *L, const char *name, const luaL_Reg *m,
 
 #define SERVER_MT "arbor.ControlServer"
 #define READ_CHUNK 65536
-/* Unsent output a client may have before it is dropped (C4). */
+/* Unsent output past which a client that takes no bytes for STALL_MS is
+   dropped (C4); past OUT_LIMIT + ARBOR_FRAME_MAX_REPLY it is dropped at
+   once. The largest reply thus reaches a client that reads it. */
 #define OUT_LIMIT (64u << 20)
+#define STALL_MS 5000
 
 typedef struct server server;
 
@@ -44,7 +49,10 @@ typedef struct client {
   server *srv;
   lua_Integer id;
   arbor_frame_reader rd;
-  size_t queued;  /* bytes handed to uv_write, not yet written */
+  uint64_t sent;  /* bytes handed to uv_write in all */
+  uint64_t taken; /* bytes the client had taken at the last stall check */
+  uint64_t since; /* loop time it last took bytes while over the limit */
+  int over;       /* its unsent output is over the limit: watched */
   int closing;
   struct client *prev, *next;
 } client;
@@ -52,13 +60,13 @@ typedef struct client {
 typedef struct write_req {
   uv_write_t req;
   client *c;
-  size_t n;
   char data[];
 } write_req;
 
 struct server {
   uv_pipe_t pipe;
   uv_idle_t idle;
+  uv_timer_t stall; /* checks the clients over the limit while any is */
   arbor_engine *e;
   lua_State *L;     /* our own thread for the callbacks */
   int L_ref, handler_ref;
@@ -147,20 +155,54 @@ static void client_close(client *c, const char *why) {
 
 static void on_written(uv_write_t *req, int status) {
   write_req *w = (write_req *)req;
-  w->c->queued -= w->n;
   if (status < 0 && status != UV_ECANCELED)
     client_close(w->c, uv_strerror(status));
   free(w);
 }
 
+/* Bytes queued for the client and not yet written. */
+static size_t unsent(client *c) {
+  return uv_stream_get_write_queue_size((uv_stream_t *)&c->pipe);
+}
+
+/* Drops each client over the output limit that took no bytes for STALL_MS
+   (it stopped reading); stops when no client is over the limit. */
+static void on_stall_check(uv_timer_t *t) {
+  server *s = t->data;
+  uint64_t now = uv_now(t->loop);
+  int watched = 0;
+  for (client *c = s->clients, *next; c; c = next) {
+    next = c->next;
+    if (!c->over) continue;
+    size_t left = unsent(c);
+    uint64_t taken = c->sent - left;
+    if (left <= s->out_limit) {
+      c->over = 0;
+    } else if (taken > c->taken) {
+      c->taken = taken;
+      c->since = now;
+      watched = 1;
+    } else if (now - c->since >= STALL_MS) {
+      log_root(s, "control: dropped client %d: it stopped reading (no byte "
+               "taken for %d s, %zu bytes unsent, limit %zu)", (int)c->id,
+               STALL_MS / 1000, left, s->out_limit);
+      client_close(c, "slow reader: output limit exceeded");
+    } else {
+      watched = 1;
+    }
+  }
+  if (!watched) uv_timer_stop(t);
+}
+
 /* Sends one frame: written at once when the socket takes it, else queued.
-   A client whose queue passes the limit is dropped. Returns 0 or -1. */
+   A client whose queue passes the limit is watched (on_stall_check), one
+   past the hard limit dropped. Returns 0 or -1. */
 static int client_send(client *c, const char *p, size_t n) {
   if (c->closing) return -1;
   unsigned char h[ARBOR_FRAME_HEADER];
   arbor_frame_header(h, (uint32_t)n);
   size_t done = 0, total = n + sizeof h;
-  if (c->queued == 0) {
+  if (unsent(c) == 0) {
     uv_buf_t bufs[2] = {uv_buf_init((char *)h, sizeof h),
                         uv_buf_init((char *)p, (unsigned)n)};
     int r = uv_try_write((uv_stream_t *)&c->pipe, bufs, 2);
@@ -172,11 +214,11 @@ static int client_send(client *c, const char *p, size_t n) {
     if (r > 0) done = (size_t)r;
   }
   size_t rest = total - done;
-  if (c->queued + rest > c->srv->out_limit) {
-    log_root(c->srv,
-             "control: dropped client %d: it stopped reading (%zu bytes "
-             "unsent, limit %zu)",
-             (int)c->id, c->queued + rest, c->srv->out_limit);
+  server *s = c->srv;
+  if (unsent(c) + rest > s->out_limit + ARBOR_FRAME_MAX_REPLY) {
+    log_root(s, "control: dropped client %d: it is not keeping up (%zu bytes "
+             "unsent, limit %zu)", (int)c->id, unsent(c) + rest,
+             s->out_limit + ARBOR_FRAME_MAX_REPLY);
     client_close(c, "slow reader: output limit exceeded");
     return -1;
   }
@@ -186,7 +228,6 @@ static int client_send(client *c, const char *p, size_t n) {
     return -1;
   }
   w->c = c;
-  w->n = rest;
   /* copy the unsent tail of header + payload */
   size_t off = 0;
   if (done < sizeof h) {
@@ -202,7 +243,14 @@ static int client_send(client *c, const char *p, size_t n) {
     client_close(c, "write failed");
     return -1;
   }
-  c->queued += rest;
+  c->sent += rest;
+  if (unsent(c) > s->out_limit && !c->over) {
+    c->over = 1;
+    c->taken = c->sent - unsent(c);
+    c->since = uv_now(s->e->loop);
+    if (!uv_is_active((uv_handle_t *)&s->stall))
+      uv_timer_start(&s->stall, on_stall_check, STALL_MS / 5, STALL_MS / 5);
+  }
   return 0;
 }
 
@@ -317,10 +365,10 @@ static int socket_alive(const char *path) {
   return alive;
 }
 
-/* Makes path's directory (mode 0700) when missing; an existing one must
-   belong to arbor's uid or root. Returns NULL or a message in buf. */
+/* Makes path's directory (mode 0700) when missing; an existing one must be
+   safe (arbor_sock_dir_unsafe). Returns NULL or a message in buf. */
 static const char *prepare_dir(const char *path, char *buf, size_t size) {
-  char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+  char dir[sizeof ((struct sockaddr_un *)0)->sun_path], why[400];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (!slash || slash == dir) return NULL;
@@ -331,20 +379,10 @@ static const char *prepare_dir(const char *path, char *buf, size_t size) {
              strerror(errno));
     return buf;
   }
-  /* someone else's directory could swap the socket for theirs */
-  struct stat sb;
-  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-    snprintf(buf, size, "%s is not a directory", dir);
-    return buf;
-  }
-  if (sb.st_uid != geteuid() && sb.st_uid != 0) {
-    snprintf(buf, size,
-             "the directory %s belongs to uid %d, not to arbor's uid %d; "
-             "refusing to serve the control socket there",
-             dir, (int)sb.st_uid, (int)geteuid());
-    return buf;
-  }
-  return NULL;
+  /* another user could swap the socket for theirs */
+  if (!arbor_sock_dir_unsafe(dir, why, sizeof why)) return NULL;
+  snprintf(buf, size, "%s; refusing to serve the control socket there", why);
+  return buf;
 }
 
 static void on_idle(uv_idle_t *h) {
@@ -401,7 +439,10 @@ static int l_listen(lua_State *L) {
   s->pipe.data = s;
   uv_idle_init(e->loop, &s->idle);
   s->idle.data = s;
-  s->open_handles = 2;
+  uv_timer_init(e->loop, &s->stall);
+  uv_unref((uv_handle_t *)&s->stall);
+  s->stall.data = s;
+  s->open_handles = 3;
   mode_t old = umask(0177);
   int r = uv_pipe_bind(&s->pipe, path);
   umask(old);
@@ -411,6 +452,7 @@ static int l_listen(lua_State *L) {
     s->closed = 1;
     uv_close((uv_handle_t *)&s->pipe, on_server_handle_closed);
     uv_close((uv_handle_t *)&s->idle, on_server_handle_closed);
+    uv_close((uv_handle_t *)&s->stall, on_server_handle_closed);
     lua_pushnil(L);
     lua_pushfstring(L, "cannot listen on %s: %s", path, uv_strerror(r));
     return 2;
@@ -469,16 +511,18 @@ static int l_busy(lua_State *L) {
   return 0;
 }
 
-/* server:info() -> {clients=, path=, out_limit=} */
+/* server:info() -> {clients=, path=, out_limit=, reply_limit=} */
 static int l_info(lua_State *L) {
   server *s = check_server(L);
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
   lua_pushinteger(L, (lua_Integer)s->nclients);
   lua_setfield(L, -2, "clients");
   lua_pushstring(L, s->path);
   lua_setfield(L, -2, "path");
   lua_pushinteger(L, (lua_Integer)s->out_limit);
   lua_setfield(L, -2, "out_limit");
+  lua_pushinteger(L, (lua_Integer)ARBOR_FRAME_MAX_REPLY);
+  lua_setfield(L, -2, "reply_limit");
   return 1;
 }
 
@@ -494,6 +538,7 @@ static int l_close(lua_State *L) {
   unlink(s->path);
   uv_close((uv_handle_t *)&s->pipe, on_server_handle_closed);
   uv_close((uv_handle_t *)&s->idle, on_server_handle_closed);
+  uv_close((uv_handle_t *)&s->stall, on_server_handle_closed);
   luaL_unref(L, LUA_REGISTRYINDEX, s->handler_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, s->L_ref);
   return 0;
@@ -513,24 +558,46 @@ static int l_runnable(lua_State *L) {
 
 /* ---- tree --json --------------------------------------------------- */
 
+/* Adds s as a JSON string: runs of plain bytes are copied whole, so a
+   string of many megabytes is quoted in milliseconds. */
 static void json_str(luaL_Buffer *b, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
+  static const char short_esc[32] = {['\b'] = 'b', ['\f'] = 'f',
+                                     ['\n'] = 'n', ['\r'] = 'r',
+                                     ['\t'] = 't'};
+  size_t run = 0; /* the first byte not added yet */
   luaL_addchar(b, '"');
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
+    if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != 0x7f) continue;
+    luaL_addlstring(b, s + run, i - run);
+    run = i + 1;
+    char esc[6] = {'\\', (char)ch};
     if (ch == '"' || ch == '\\') {
-      luaL_addchar(b, '\\');
-      luaL_addchar(b, (char)ch);
-    } else if (ch < 0x20 || ch == 0x7f) {
-      char esc[7] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15], 0};
-      if (ch == '\n') luaL_addstring(b, "\\n");
-      else if (ch == '\t') luaL_addstring(b, "\\t");
-      else luaL_addlstring(b, esc, 6);
+      luaL_addlstring(b, esc, 2);
+    } else if (ch < 0x20 && short_esc[ch]) {
+      esc[1] = short_esc[ch];
+      luaL_addlstring(b, esc, 2);
     } else {
-      luaL_addchar(b, (char)ch);
+      esc[1] = 'u', esc[2] = '0', esc[3] = '0';
+      esc[4] = hex[ch >> 4], esc[5] = hex[ch & 15];
+      luaL_addlstring(b, esc, 6);
     }
   }
+  luaL_addlstring(b, s + run, n - run);
   luaL_addchar(b, '"');
+}
+
+/* core.json_quote(s) -> s as a JSON string (arbor.json's encoder).
+   [-0, +1, m] */
+static int l_json_quote(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  luaL_Buffer b;
+  luaL_buffinitsize(L, &b, n + 2); /* one allocation when nothing escapes */
+  json_str(&b, s, n);
+  luaL_pushresult(&b);
+  return 1;
 }
 
 /* One node's fields, as e:tree() has them, without the closing brace. */
@@ -643,6 +710,7 @@ void arbor_open_control(lua_State *L) {
       {"control_listen", l_listen},
       {"runnable", l_runnable},
       {"tree_json", l_tree_json},
+      {"json_quote", l_json_quote},
       {"getpid", l_getpid},
       {NULL, NULL},
   };

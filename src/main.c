@@ -44,12 +44,18 @@ static const char usage[] =
     "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
     "error, 130 interrupted.\n";
 
-/* Message handler: the error with a traceback. */
+/* Set by msghandler when the error was an object with __tostring: a
+   message for the user (arbor.run raises one when another arbor serves its
+   socket), printed as it is. */
+static int error_is_message;
+
+/* Message handler: the error with a traceback, or an error object's text. */
 static int msghandler(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
+  error_is_message = 0;
   if (msg == NULL) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-      return 1;
+      return error_is_message = 1;
     msg = lua_pushfstring(L, "(error object is a %s value)",
                           luaL_typename(L, 1));
   }
@@ -131,7 +137,8 @@ static int run_script(lua_State *L, const char *script, int quiet,
   }
   for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
   if (lua_pcall(L, argc, 1, h) != LUA_OK) {
-    fprintf(stderr, "arbor: script error: %s\n", lua_tostring(L, -1));
+    fprintf(stderr, "arbor: %s%s\n", error_is_message ? "" : "script error: ",
+            lua_tostring(L, -1));
     return 2;
   }
   /* A returned runnable is run as the root. */

@@ -3,7 +3,8 @@
 --
 -- Exit codes: 0 success; 1 the engine answered with an error (unknown DN,
 -- an evaluation that raised, ...); 2 usage; 3 no engine to talk to (no
--- socket, a stale one, or the connection was refused).
+-- socket, a stale one, the connection was refused, or a socket another
+-- user could be serving: core.connect checks it).
 local core = require "arbor.core"
 local json = require "arbor.json"
 local control = require "arbor.control"
@@ -47,6 +48,7 @@ function M.connect(path)
   if code == "ECONNREFUSED" then
     return nil, "no engine running at " .. path .. " (a stale socket)"
   end
+  if code == "EUNTRUSTED" then return nil, err end
   return nil, "cannot connect to " .. err
 end
 
@@ -152,7 +154,7 @@ commands:
 --json prints JSON (one object, or one per line when following).
 SOCKET is a path, or a name in the default directory (the only socket
 there when omitted). Exit: 0 ok, 1 the engine refused (unknown DN, error),
-2 usage, 3 no engine running or connection refused.]]
+2 usage, 3 no engine running, connection refused or socket not trusted.]]
 
 local commands = {status = 0, tree = -1, node = 1, restart = 1, stop = 1,
   logs = 1, events = 0, eval = 1, shutdown = 0}

@@ -230,21 +230,47 @@ function M.serve(e, path, opts)
     coroutine.close(ev.co)
   end
 
-  local function eval_done(ev, r)
+  -- An evaluation's values, rendered for its reply (r as step() has it):
+  -- the text the REPL prints, or the JSON array of the values.
+  local function render(as_json, r)
     local n = r.n - 1
-    local out = {ok = true, n = n}
-    if ev.json then
+    if as_json then
       local vals = {}
       for i = 1, n do vals[i] = r[i + 1] == nil and json.null or r[i + 1] end
-      out.values = vals
-    elseif n > 0 then
-      out.text = pretty.values(table.move(r, 2, r.n, 1, {}), n)
+      return n, json.encode(vals)
     end
+    return n, n > 0 and pretty.values(table.move(r, 2, r.n, 1, {}), n) or nil
+  end
+
+  -- When the evaluation returns, its values are rendered by a coroutine of
+  -- their own that step() resumes in the evaluation's slices and budget
+  -- (printing a million entries must not freeze the tree); when that one
+  -- returns, the reply is sent.
+  local function eval_done(ev, r)
+    if not ev.rendering then
+      ev.rendering = true
+      ev.co = coroutine.create(function() return render(ev.json, r) end)
+      for _, x in ipairs(runq) do
+        if x == ev then return end
+      end
+      runq[#runq + 1] = ev
+      return srv:busy()
+    end
+    local n, text = r[2], r[3]
     close_eval(ev)
-    finish(ev.cid, ev.rid, out)
+    if not ev.json then return finish(ev.cid, ev.rid, {n = n, text = text}) end
+    local frame = '{"id":' .. json.encode(ev.rid) .. ',"end":true,"ok":true,"n":' .. n
+      .. ',"values":' .. text .. "}"
+    local limit = srv:info().reply_limit
+    if #frame > limit then
+      return fail(ev.cid, ev.rid, string.format("the result is too large for a reply "
+        .. "(%d bytes of JSON, limit %d)", #frame, limit))
+    end
+    srv:send(ev.cid, frame)
   end
 
   local function eval_error(ev, msg, extra)
+    if ev.rendering then msg = "printing the result: " .. msg end
     local t = extra or {}
     t.traceback = t.traceback or debug.traceback(ev.co, msg)
     close_eval(ev)
@@ -544,8 +570,8 @@ function M.serve(e, path, opts)
   local handler = {}
 
   function handler.on_frame(cid, payload)
-    local req, err = json.decode(payload)
-    if type(req) ~= "table" or getmetatable(req) ~= json.object_mt then
+    local req, err = json.decode(payload, true)
+    if type(req) ~= "table" or not payload:find("^%s*{") then
       send(cid, json.null, {["end"] = true, ok = false,
         error = "protocol error: " .. (err or "a request must be a JSON object")})
       return srv:drop(cid, "malformed request")

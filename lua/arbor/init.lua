@@ -367,6 +367,8 @@ function M.run(root, opts)
       io.stderr:write("arbor: warning: no control socket: ", err, "\n")
     elseif not server then
       e:close()
+      -- the arbor binary prints an error object as one line, no traceback
+      if cli then error(setmetatable({}, {__tostring = function() return err end})) end
       error("arbor.run: control socket: " .. err, 2)
     end
   end
