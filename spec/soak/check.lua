@@ -545,11 +545,9 @@ end
 
 local function check_fds(d)
   local a, b = thirds(d.samples, "fds")
-  local first, last = 0, 0
-  for _, v in ipairs(a) do first = math.max(first, v) end
-  for _, v in ipairs(b) do last = math.max(last, v) end
+  local first, last = median(a), median(b)
   return result("open descriptors flat", #a >= 2 and last - first <= M.FD_SLACK,
-    string.format("at most %d in the first third, %d in the last (%+d, bound +%d)",
+    string.format("median %d in the first third, %d in the last (%+d, bound +%d)",
       first, last, last - first, M.FD_SLACK))
 end
 

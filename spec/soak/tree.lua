@@ -184,7 +184,8 @@ add(stub, "s", "stubborn", {policy = "const"})
 -- ---- runnables -------------------------------------------------------------
 
 local count = {}        -- Lua writer dn -> last number logged
-SOAK.current = {}       -- dn -> ctx of its latest incarnation
+-- dn -> ctx of its latest incarnation (weak: the harness pins no node)
+SOAK.current = setmetatable({}, {__mode = "v"})
 local procs = setmetatable({}, {__mode = "k"})   -- ctx -> process handle
 local flags = setmetatable({}, {__mode = "k"})   -- ctx -> error to raise
 local faulted = setmetatable({}, {__mode = "k"}) -- ctx -> fault number
