@@ -29,8 +29,9 @@ local function run()
       {dn = "root.u.w", writer = "root.u.w#2", n = 1}, {dn = "root.u", writer = "root.u", n = 2},
     },
     driver = {stop_seq = "8", zombie_max_age = "0.01", zombies_at_end = "0", zombies_seen = "1",
-      flood_bad = "0", flood_replies = "10"},
-    run = {exit = "0", orphans_term = "0", kill9_before = "5", kill9_left = "0"}}
+      flood_bad = "0", flood_replies = "10", child_fd_checks = "4", child_fd_leaks = "0"},
+    run = {exit = "0", orphans_term = "0", kill9_before = "5", kill9_left = "0",
+      guard_replaced = "0.1", guard_before = "5", guard_left = "0"}}
   for i, e in ipairs(evs) do
     d.events[i] = {seq = i, kind = e[1], dn = e[2], inc = e[3], from = e[4], to = e[5], reason = e[6]}
     d.ctl[i] = d.events[i]
@@ -138,7 +139,7 @@ describe("the soak's checks", function()
     assert.is_false(result(d, "open descriptors flat").ok)
   end)
 
-  it("see a lingering zombie, orphans, and a wrong exit status", function()
+  it("see a lingering zombie, orphans, a wrong exit status and leaked descriptors", function()
     local d = run()
     d.driver.zombie_max_age = "7.5"
     assert.is_false(result(d, "no zombie").ok)
@@ -149,8 +150,14 @@ describe("the soak's checks", function()
     d.run.kill9_left = "2"
     assert.is_false(result(d, "no orphan after kill -9").ok)
     d = run()
+    d.run.guard_replaced = ""                        -- the guard was not replaced
+    assert.is_false(result(d, "no orphan after kill -9 of the guard").ok)
+    d = run()
     d.run.exit = "1"
     assert.is_false(result(d, "exit status").ok)
+    d = run()
+    d.driver.child_fd_leaks = "3"
+    assert.is_false(result(d, "no descriptor leaks").ok)
   end)
 
   it("want exit status 1 when the stubborn process ran at the stop", function()

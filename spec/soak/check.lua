@@ -134,6 +134,10 @@ function M.read(dir)
       sockets = tonumber(f[6])}
   end
   d.driver = keyvals(dir .. "/driver")
+  d.fd_leaks = {}
+  for l in lines(dir .. "/fd-leaks") do
+    if l ~= "" then d.fd_leaks[#d.fd_leaks + 1] = l end
+  end
   d.run = keyvals(dir .. "/run")
   return d
 end
@@ -588,11 +592,18 @@ local function check_exit(d, by_dn, stop_seq)
         or "everything stopped cleanly"))
 end
 
-local function check_kill9(d)
-  local r = check_orphans("no orphan after kill -9 of arbor", d.run.kill9_left, d.run.kill9_list)
-  r.ok = r.ok and (tonumber(d.run.kill9_before or "") or 0) > 0
+-- No process of the tree left after kill -9 of arbor (key "kill9"), or of
+-- its guard and then of arbor (key "guard": a new guard must have come).
+local function check_kill9(d, key, name)
+  local r = check_orphans(name, d.run[key .. "_left"], d.run[key .. "_list"])
+  r.ok = r.ok and (tonumber(d.run[key .. "_before"] or "") or 0) > 0
   r.text = string.format("%s processes of the tree before, %s left %s s after",
-    d.run.kill9_before or "?", d.run.kill9_left or "?", d.run.kill9_wait or "?")
+    d.run[key .. "_before"] or "?", d.run[key .. "_left"] or "?", d.run[key .. "_wait"] or "?")
+  if key == "guard" then
+    local t = d.run.guard_replaced
+    r.ok = r.ok and t ~= nil and t ~= ""
+    r.text = (t and t ~= "" and ("a new guard after " .. t .. " s, ") or "no new guard, ") .. r.text
+  end
   return r
 end
 
@@ -606,6 +617,14 @@ local function check_flood(d)
       f.flood_requests or "?", f.flood_replies or "?", f.flood_refused or "?", f.flood_bad or "?",
       f.flood_hangups or "?", f.flood_malformed or "?", f.flood_streamed or "?",
       f.eval_mean or "?", f.eval_max or "?"))
+end
+
+local function check_child_fds(d)
+  local leaks = tonumber(d.driver.child_fd_leaks or "")
+  local checks = tonumber(d.driver.child_fd_checks or "") or 0
+  return result("no descriptor leaks into a process", leaks == 0 and checks > 0,
+    string.format("%d looks at a process's descriptors, %s beyond 0, 1, 2 and the notify one",
+      checks, d.driver.child_fd_leaks or "?"), d.fd_leaks)
 end
 
 --- Runs every check on data; returns the results in print order.
@@ -633,9 +652,11 @@ function M.run(d)
     check_rss(d),
     check_fds(d),
     check_zombies(d),
+    check_child_fds(d),
     check_orphans("no orphan after SIGTERM", d.run.orphans_term, d.run.orphans_term_list),
     check_exit(d, by_dn, stop_seq),
-    check_kill9(d),
+    check_kill9(d, "kill9", "no orphan after kill -9 of arbor"),
+    check_kill9(d, "guard", "no orphan after kill -9 of the guard, then of arbor"),
     check_flood(d),
     result("no sanitizer report", #d.reports == 0,
       string.format("%d report lines in arbor's stderr", #d.reports), d.reports),

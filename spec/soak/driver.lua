@@ -11,9 +11,12 @@
 --   faults   one line per fault: k, time, kind, dn, and SOAK.inject's answer
 --            ("ok <inc> <seq> [pid]" or "skip <why>"), then "sent" or
 --            "missed <why>" for a signal
---   samples  every 0.5 s: time, RSS (KiB), open descriptors, zombie children
+--   samples  every 0.5 s: time, RSS (KiB), open descriptors, zombie
+--            children, pipes, sockets
+--   fds-first, fds-last   arbor's descriptors at the first and last sample
+--   fd-leaks  arbor's descriptors found open in its processes
 --   driver   key=value figures: the last event's seq before the stop, eval
---            round trips, zombies, the flood's counts
+--            round trips, zombies, descriptor looks, the flood's counts
 local uv = require "luv"
 local wire = require "soak.wire"
 local flood = require "soak.flood"
@@ -111,22 +114,66 @@ local function fds()
   return n, pipes, socks, list
 end
 
--- Zombie children of arbor now: a list of "pid:starttime".
-local function zombie_children()
+-- arbor's children now (the pids of every thread's children).
+local function children()
   local found = {}
   local h = uv.fs_scandir("/proc/" .. pid .. "/task")
   while h do
     local task = uv.fs_scandir_next(h)
     if not task then break end
     for child in (read("/proc/" .. pid .. "/task/" .. task .. "/children") or ""):gmatch("%d+") do
-      local stat = read("/proc/" .. child .. "/stat")
-      local rest = stat and stat:match("%) (.*)$")
-      if rest then
-        local fields = {}
-        for w in rest:gmatch("%S+") do fields[#fields + 1] = w end
-        -- after the comm: state is field 3, starttime field 22 of stat(5)
-        if fields[1] == "Z" then found[#found + 1] = child .. ":" .. fields[20] end
+      found[#found + 1] = child
+    end
+  end
+  return found
+end
+
+-- Descriptors of arbor's that a child holds beyond 0, 1, 2 and its notify
+-- descriptor (issue 13, defect 3): "comm fd target" strings. `mine` is the
+-- set of what arbor's descriptors point to. Left out: the copies of stdout
+-- and stderr a shell keeps while it redirects, and children still running
+-- arbor's code (the guard, a process between vfork and exec).
+local arbor_exe = uv.fs_readlink("/proc/" .. pid .. "/exe")
+local fd_checks, fd_leaks, leaked = 0, 0, {}
+
+local function check_child_fds(child, mine)
+  local base = "/proc/" .. child
+  if uv.fs_readlink(base .. "/exe") == arbor_exe then return end
+  local h = uv.fs_scandir(base .. "/fd")
+  if not h then return end
+  local env = read(base .. "/environ") or ""
+  local allowed = {["0"] = true, ["1"] = true, ["2"] = true}
+  local nfd = env:match("%zARBOR_NOTIFY_FD=(%d+)%z") or env:match("^ARBOR_NOTIFY_FD=(%d+)%z")
+  if nfd then allowed[nfd] = true end
+  local out = uv.fs_readlink(base .. "/fd/1")
+  local err = uv.fs_readlink(base .. "/fd/2")
+  fd_checks = fd_checks + 1
+  while true do
+    local fd = uv.fs_scandir_next(h)
+    if not fd then break end
+    local target = uv.fs_readlink(base .. "/fd/" .. fd)
+    if target and mine[target] and not allowed[fd] and target ~= out and target ~= err then
+      fd_leaks = fd_leaks + 1
+      local comm = (read(base .. "/comm") or "?"):gsub("%s+$", "")
+      local what = comm .. " fd " .. fd .. " " .. target
+      if not leaked[what] then
+        leaked[what] = true
+        leaked[#leaked + 1] = what
       end
+    end
+  end
+end
+
+-- Zombie children of arbor now: a list of "pid:starttime".
+local function zombie_children()
+  local found = {}
+  for _, child in ipairs(children()) do
+    local rest = (read("/proc/" .. child .. "/stat") or ""):match("%) (.*)$")
+    if rest then
+      local fields = {}
+      for w in rest:gmatch("%S+") do fields[#fields + 1] = w end
+      -- after the comm: state is field 3, starttime field 22 of stat(5)
+      if fields[1] == "Z" then found[#found + 1] = child .. ":" .. fields[20] end
     end
   end
   return found
@@ -166,8 +213,15 @@ local function write_list(name, list)
 end
 
 local function sampler()
+  local n = 0
   while sampling do
     if not sample() then break end
+    n = n + 1
+    if n % 4 == 0 then
+      local mine = {}
+      for _, l in ipairs(last_fds or {}) do mine[l:match("^%d+ (.*)$")] = true end
+      for _, child in ipairs(children()) do check_child_fds(child, mine) end
+    end
     wire.sleep(500)
   end
 end
@@ -187,10 +241,10 @@ local function choose_kind()
   return KINDS[#KINDS]
 end
 
-local function cont_later(p)
+local function cont_later(p, ms)
   pending_cont[p] = true
   local t = uv.new_timer()
-  t:start(100 + math.random(1900), 0, function()
+  t:start(ms, 0, function()
     t:close()
     if pending_cont[p] then
       pending_cont[p] = nil
@@ -214,6 +268,8 @@ local function inject(k, deadline, unit)
   local target = pool[math.random(#pool)]
   local dn = target.dn
   local r = math.random()
+  local cont_ms = 100 + math.random(1900)   -- drawn always: the schedule
+                                            -- does not depend on outcomes
   local res, err = eval(string.format("return SOAK.inject(%d, %q, %q, %.6f)",
     k, kind[1], dn, r))
   res = res or ("error " .. tostring(err))
@@ -229,7 +285,7 @@ local function inject(k, deadline, unit)
     local ok, kerr = uv.kill(p, SIGNALS[kind[1]])
     if ok then
       line = line .. "\tsent"
-      if kind[1] == "stopcont" then cont_later(p) end
+      if kind[1] == "stopcont" then cont_later(p, cont_ms) end
     else
       line = line .. "\tmissed " .. tostring(kerr)
     end
@@ -297,6 +353,9 @@ wire.spawn(function()
   figure("eval_mean", string.format("%.4f", rtt_sum / math.max(1, rtt_n)))
   figure("zombie_max_age", string.format("%.2f", zombie_max_age))
   figure("zombies_seen", zombie_seen)
+  figure("child_fd_checks", fd_checks)
+  figure("child_fd_leaks", fd_leaks)
+  write_list("fd-leaks", leaked)
   local ks = {}
   for k, v in pairs(counts) do ks[#ks + 1] = k .. ":" .. v end
   table.sort(ks)

@@ -4,7 +4,9 @@
 --
 -- Environment: SOAK_DIR (where it writes), SOAK_SEED (the layout), SOAK_UNITS
 -- (how many units). It writes:
---   layout     one line per node: dn, unit, role (see `roles` below)
+--   layout     one line per node: dn, unit (root's child it is under), role
+--              (head, worker, idle, sleeper, job, proc, oneshot, execer,
+--              stubborn: the `bodies` below)
 --   events     every event, from the engine's own subscriber: seq, kind, dn,
 --              incarnation, from, to, reason (tab-separated)
 --   counts     after the stop: the last number each Lua writer logged
@@ -173,7 +175,7 @@ local kinds = {"group", "lifecycle", "chain", "exec", "wide"}
 local root = {dn = "root", children = {}}
 for i = 1, nunits do
   local kind = kinds[(i - 1) % #kinds + 1]
-  local u = add(root, kind:sub(1, 1) .. i, "head", {head = true, kind = kind})
+  local u = add(root, kind:sub(1, 1) .. i, "head", {head = true})
   builders[kind](u)
 end
 -- One process that ignores SIGTERM, never faulted: the final stop needs a
