@@ -491,9 +491,10 @@ local function check_logs(d)
       last[l.writer] = l.n
     end
   end
-  local procs, luas, seen = 0, 0, {}
+  -- a process may die between its first line and its ledger's creation:
+  -- a ledger only says how many lines were written at least
+  local procs, luas = 0, 0
   local function tail(id, n)
-    seen[id] = true
     local got = last[id] or 0
     if n > got then
       lost = lost + n - got
@@ -502,12 +503,6 @@ local function check_logs(d)
   end
   for id, n in pairs(d.ledgers) do procs = procs + 1 tail(id, n) end
   for id, n in pairs(d.counts) do luas = luas + 1 tail(id, n) end
-  for id in pairs(last) do
-    if not seen[id] then
-      wrong_node = wrong_node + 1
-      example(ex, id .. ": lines from a writer with no ledger")
-    end
-  end
   return result("no lost log line", #d.logs > 0 and lost == 0 and disorder == 0 and wrong_node == 0,
     string.format("%d lines from %d writers (%d processes, %d Lua), %d lost, %d out of order, %d under another node",
       #d.logs, procs + luas, procs, luas, lost, disorder, wrong_node), ex)
@@ -532,8 +527,9 @@ local function thirds(samples, field)
   return table.move(run, 1, n // 3, 1, {}), table.move(run, n - n // 3 + 1, n, 1, {})
 end
 
-M.RSS_SLACK_KIB = 4096   -- growth allowed on top of RSS_SLACK_RATIO
+M.RSS_SLACK_KIB = 4096   -- growth allowed, or RSS_SLACK_RATIO if more
 M.RSS_SLACK_RATIO = 0.10
+M.QUARANTINE_KIB = 16384 -- ASan's quarantine under scripts/soak, filling up
 M.FD_SLACK = 8
 
 local function check_rss(d)
@@ -541,6 +537,7 @@ local function check_rss(d)
   local first, last, top = median(a), median(b), 0
   for _, s in ipairs(d.samples) do top = math.max(top, s.rss) end
   local bound = math.max(M.RSS_SLACK_KIB, first * M.RSS_SLACK_RATIO)
+    + (d.run.sanitizer and M.QUARANTINE_KIB or 0)
   return result("RSS flat", #a >= 2 and last - first <= bound,
     string.format("median %.1f MiB in the first third of the run, %.1f MiB in the last "
       .. "(%+.1f MiB, bound +%.1f MiB), max %.1f MiB, %d samples",
@@ -623,7 +620,7 @@ local function check_child_fds(d)
   local leaks = tonumber(d.driver.child_fd_leaks or "")
   local checks = tonumber(d.driver.child_fd_checks or "") or 0
   return result("no descriptor leaks into a process", leaks == 0 and checks > 0,
-    string.format("%d looks at a process's descriptors, %s beyond 0, 1, 2 and the notify one",
+    string.format("%d looks at a process's descriptors, %s of arbor's found beyond 0, 1, 2 and the notify one",
       checks, d.driver.child_fd_leaks or "?"), d.fd_leaks)
 end
 

@@ -130,9 +130,10 @@ end
 
 -- Descriptors of arbor's that a child holds beyond 0, 1, 2 and its notify
 -- descriptor (issue 13, defect 3): "comm fd target" strings. `mine` is the
--- set of what arbor's descriptors point to. Left out: the copies of stdout
--- and stderr a shell keeps while it redirects, and children still running
--- arbor's code (the guard, a process between vfork and exec).
+-- set of what arbor's descriptors point to. Left out: /dev/null (programs
+-- open it themselves), the copies of stdout and stderr a shell keeps while
+-- it redirects, and children still running arbor's code (the guard, a
+-- process between vfork and exec).
 local arbor_exe = uv.fs_readlink("/proc/" .. pid .. "/exe")
 local fd_checks, fd_leaks, leaked = 0, 0, {}
 
@@ -152,7 +153,8 @@ local function check_child_fds(child, mine)
     local fd = uv.fs_scandir_next(h)
     if not fd then break end
     local target = uv.fs_readlink(base .. "/fd/" .. fd)
-    if target and mine[target] and not allowed[fd] and target ~= out and target ~= err then
+    if target and mine[target] and not allowed[fd] and target ~= out and target ~= err
+        and target ~= "/dev/null" then
       fd_leaks = fd_leaks + 1
       local comm = (read(base .. "/comm") or "?"):gsub("%s+$", "")
       local what = comm .. " fd " .. fd .. " " .. target
