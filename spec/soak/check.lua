@@ -394,7 +394,7 @@ local function check_faults(d, by_dn, dead, escalated)
   table.sort(kinds)
   return result("every fault matched by exactly one event",
     n > 0 and unmatched == 0 and twice == 0 and errors == 0,
-    string.format("%d injected (%s), %d by their own event, %d preempted by an earlier cause, "
+    string.format("%d injected (%s), %d by their own event, %d preempted by another cause, "
       .. "%d unmatched, %d matched twice, %d skipped (target not running), %d evaluations failed",
       n, table.concat(kinds, ", "), own, preempted, unmatched, twice, skipped, errors), ex), matched
 end
