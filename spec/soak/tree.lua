@@ -101,7 +101,6 @@ local function spec(parent, name, role, t)
   t.role = role
   t.unit = t.dn:match("^root%.([^.]+)")
   t.children = t.children or {}
-  t.version = 1
   t.policy = t.policy or pick(t.head and HEAD_POLICIES or MEMBER_POLICIES)
   t.interval = 0.3 + math.random() * 1.2
   nodes[t.dn] = t
@@ -225,7 +224,7 @@ local function recording(c)
   end})
 end
 
-local make -- make(s) -> the runnable of spec s at its current version
+local make -- make(s) -> a runnable of spec s (its program as it is now)
 
 local function start_children(c, s)
   if s.group then
@@ -310,7 +309,6 @@ end
 
 -- ---- fault injection (called by the driver through arbor ctl eval) ---------
 
-SOAK.engine = nil        -- set by the root
 local outstanding = {}   -- dn -> {inc, k}: a terminal fault not yet ended
 
 local function last_seq()
@@ -340,7 +338,7 @@ end
 
 -- Brings back a node that is down for good: held by a stop fault or given
 -- up by its policy. r in [0, 1) picks where the search starts.
-local function revive(k, r)
+local function revive(r)
   local first = math.floor(r * #order) + 1
   for i = 0, #order - 1 do
     local dn = order[(first + i - 1) % #order + 1]
@@ -360,7 +358,7 @@ end
 -- evaluation. seq is the last event's before the fault; pid the process to
 -- signal (the driver signals it). r in [0, 1) chooses within a kind.
 function SOAK.inject(k, kind, dn, r)
-  if kind == "revive" then return revive(k, r) end
+  if kind == "revive" then return revive(r) end
   local s = nodes[dn]
   if not s or s.unit == "stub" then return "skip not-a-target" end
   local seq = last_seq()
@@ -391,7 +389,6 @@ function SOAK.inject(k, kind, dn, r)
     act = function() n:stop() end
   elseif kind == "swap" or kind == "swap_restart" then
     act = function()
-      s.version = s.version + 1
       if s.role == "proc" or s.role == "execer" then
         s.program = s.program == "sh" and "perl" or "sh"
       end
@@ -458,7 +455,7 @@ end
 layout:close()
 
 arbor.run(function(ctx)
-  SOAK.engine = core.current()
+  SOAK.engine = core.current()   -- for SOAK.inject's engine:fail
   start_children(ctx, root)
   ctx:signal("healthy")
   ctx:wait()
