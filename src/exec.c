@@ -599,7 +599,7 @@ static void o_release(arbor_proc *p) {
   if (!keep || o_insert(o) < 0) o_shut(o);
 }
 
-void arbor_proc_node_freed(pnode *pn) {
+void arbor_proc_node_discarded(pnode *pn) {
   arbor_outlet *o = o_find(pn);
   if (o) o_close(o);
 }

@@ -82,8 +82,9 @@ void arbor_proc_stop(arbor_proc *p);
 /* pn's incarnation ended (in state s): its processes still running are
    stopped (in the background). */
 void arbor_proc_incarnation_end(pnode *pn, arbor_state s);
-/* pn is being freed: its output pipes are closed. */
-void arbor_proc_node_freed(pnode *pn);
+/* pn was discarded: its idle output pipes are closed (a process of it
+   still stopping closes its own when its group is gone). */
+void arbor_proc_node_discarded(pnode *pn);
 /* The Lua handle let go of p: it is freed once its handles are closed. */
 void arbor_proc_release(arbor_proc *p);
 /* Pops the next queued stdout line (a reference), or NULL. */

@@ -460,6 +460,7 @@ static void hook_detached(arbor_node *n, void *ud) {
   pnode *pn = (pnode *)n;
   lua_State *L = e->L;
   arbor__lc_detached(pn);
+  arbor_proc_node_discarded(pn);
   arbor_sched_disarm(&e->sched, &pn->wake);
   if (pn->stop) {
     arbor_sched_disarm(&e->sched, &pn->stop->deadline);
@@ -495,7 +496,6 @@ static void hook_detached(arbor_node *n, void *ud) {
 static void hook_release(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
   if (e->dn_pn == (pnode *)n) e->dn_pn = NULL; /* its address may come back */
-  arbor_proc_node_freed((pnode *)n);
   arbor__lc_free((pnode *)n);
   if (e->zombie && e->tree.allocated == 0) free(e);
 }

@@ -162,7 +162,8 @@ function M.serve(e, path, opts)
     local line
     for _, f in pairs(followers) do
       if f.what == "events" and (not f.dn or ev.dn == f.dn or
-          ev.dn:sub(1, #f.dn + 1) == f.dn .. ".") then
+          ev.dn:sub(1, #f.dn + 1) == f.dn .. ".") and
+          not (f.after and ev.seq and ev.seq <= f.after) then
         if f.json then
           send(f.cid, f.rid, {event = ev})
         else
@@ -173,9 +174,12 @@ function M.serve(e, path, opts)
     end
   end
 
-  local function follow(cid, rid, what, dn, as_json)
+  -- after: the newest event the client has already seen (a replay), so
+  -- that events of the ring not delivered to subscribers yet do not reach
+  -- it twice.
+  local function follow(cid, rid, what, dn, as_json, after)
     followers[cid .. "/" .. tostring(rid)] = {cid = cid, rid = rid, what = what,
-      dn = dn, json = as_json}
+      dn = dn, json = as_json, after = after}
     nfollowers = nfollowers + 1
     if what == "events" and not sub_id then
       sub_id = e:subscribe(function(ev)
@@ -499,7 +503,8 @@ function M.serve(e, path, opts)
         if req.json then send(cid, rid, {event = ev})
         else send(cid, rid, {out = M.render_event(ev) .. "\n"}) end
       end
-      return follow(cid, rid, "events", nil, req.json)
+      local newest = e:events(1)[1]
+      return follow(cid, rid, "events", nil, req.json, newest and newest.seq)
     end
     if req.json then return finish(cid, rid, {data = evs}) end
     local text = {}

@@ -1,15 +1,11 @@
--- End-to-end reproductions of defects the soak (scripts/soak) found that are
--- not in issue 13's list. They fail on the engine as it is; they run only
--- with ARBOR_SOAK_FINDINGS=1 (else busted lists them as pending), so that
--- the suite stays green until someone fixes them: then drop the gate.
+-- End-to-end reproductions of defects the soak (scripts/soak) found beyond
+-- issue 13's list; each failed before its fix.
 local client = require "arbor.client"
 local core = require "arbor.core"
 local json = require "arbor.json"
 
 local support = require "e2e.support"
 local bin, q, mktemp = support.bin, support.q, support.mktemp
-
-local known = os.getenv("ARBOR_SOAK_FINDINGS") == "1" and it or pending
 
 -- Starts `arbor run [--quiet]` on a script written to a fresh directory;
 -- returns {dir, sock, pid}.
@@ -53,11 +49,11 @@ end
 
 describe("soak findings", function()
   -- processes.md (X2): "The pipes are closed ... when the node is
-  -- discarded." They are closed when the node's memory is freed, once no
-  -- event in the ring and no ctx refers to it: a parent restarting its
-  -- process children keeps 4 descriptors per child and restart open until
-  -- 1024 more events have passed.
-  known("closes a process node's pipes when its parent's restart discards it", function()
+  -- discarded." They were closed when the node's memory was freed, once no
+  -- event in the ring and no ctx referred to it: a parent restarting its
+  -- process children kept 4 descriptors per child and restart open until
+  -- 1024 more events had passed.
+  it("closes a process node's pipes when its parent's restart discards it", function()
     local e = start([[
       local arbor = require "arbor"
       return function(ctx)
@@ -94,9 +90,9 @@ describe("soak findings", function()
   -- An `events -f` request handled while events are in the ring but not
   -- delivered to subscribers yet (here: emitted by an evaluation, delivered
   -- at the end of the loop turn; another subscriber, arbor run's printer,
-  -- must exist) replays them from the ring and then receives them again
+  -- must exist) replayed them from the ring and then received them again
   -- from its subscription.
-  known("events -f sends each event once", function()
+  it("events -f sends each event once", function()
     local e = start([[
       return function(ctx)
         ctx:run("a", function(c) c:signal("healthy") c:wait() end)
