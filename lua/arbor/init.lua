@@ -5,6 +5,7 @@
 local core = require "arbor.core"
 local policy = require "arbor.policy"
 local channel = require "arbor.channel"
+local term = require "arbor.term"
 
 local M = {}
 
@@ -273,10 +274,11 @@ function M._check_root_options(what, opts)
   end
 end
 
---- The event printer used by `arbor run`. Coordinator moves are printed for
--- parents of lifecycle children only: a parent of plain children goes
--- through every state at once, which says nothing.
-local function print_event(ev, e)
+--- The event printer used by `arbor run`, writing show(line) to stderr.
+-- Coordinator moves are printed for parents of lifecycle children only: a
+-- parent of plain children goes through every state at once, which says
+-- nothing.
+local function print_event(ev, e, show)
   local line
   if ev.kind == "gap" then
     line = string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
@@ -296,11 +298,12 @@ local function print_event(ev, e)
     line = string.format("%s %-24s %s: %s", fmt_time(ev.time), ev.dn, ev.kind,
       ev.reason or "")
   end
-  io.stderr:write(line, "\n")
+  io.stderr:write(show(line), "\n")
 end
 
-local function print_log(dn, line, time)
-  io.stderr:write(string.format("%s %-24s | %s\n", fmt_time(time), dn, line))
+local function print_log(dn, line, time, show)
+  io.stderr:write(show(string.format("%s %-24s | %s", fmt_time(time), dn,
+    line)), "\n")
 end
 
 local run_options = {policy = true, shutdown = true, seed = true, ring = true,
@@ -346,7 +349,10 @@ function M.run(root, opts)
     signals = opts.signals ~= false, runaway = opts.runaway}
   e:set_default_policy(policy.exponential())
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
-  local sink = opts.log or (not quiet and print_log) or nil
+  local show = term.filter(2)
+  local sink = opts.log or (not quiet and function(dn, line, time)
+    print_log(dn, line, time, show)
+  end) or nil
   local control_path = opts.control
   if control_path == nil and cli then control_path = cli.control end
   local server
@@ -370,7 +376,7 @@ function M.run(root, opts)
     end
   end
   if sink then e:set_log(sink) end
-  if not quiet then e:subscribe(function(ev) print_event(ev, e) end) end
+  if not quiet then e:subscribe(function(ev) print_event(ev, e, show) end) end
   if opts.on_event then e:subscribe(opts.on_event) end
   running_engine = e
   local ok, result, reason = pcall(function()
