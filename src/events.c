@@ -15,7 +15,7 @@ int arbor_ring_init(arbor_ring *r, size_t cap, size_t max_bytes) {
   return r->ev ? 0 : -1;
 }
 
-static void release(arbor_ring *r, arbor_event *e) {
+static inline void release(arbor_ring *r, arbor_event *e) {
   if (e->reason) r->bytes -= e->reason->len;
   arbor_node_unref(e->node);
   arbor_str_unref(e->reason);
@@ -57,9 +57,15 @@ uint64_t arbor_ring_push(arbor_ring *r, double time, arbor_node *node,
     reason = cut(reason, limit);
   else
     arbor_str_ref(reason);
-  if (r->len == r->cap) drop_oldest(r);
-  arbor_event *e = &r->ev[(r->start + r->len) % r->cap];
-  r->len++;
+  arbor_event *e;
+  if (r->len == r->cap) { /* full: the oldest slot is reused */
+    e = &r->ev[r->start];
+    release(r, e);
+    r->start = r->start + 1 == r->cap ? 0 : r->start + 1;
+  } else {
+    e = &r->ev[(r->start + r->len) % r->cap];
+    r->len++;
+  }
   arbor_node_ref(node);
   e->seq = r->next_seq++;
   e->time = time;
