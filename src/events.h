@@ -38,7 +38,8 @@ typedef struct arbor_ring {
   uint64_t next_seq;
   size_t bytes;     /* of the reasons held, a string shared by two events
                        counting twice */
-  size_t max_bytes; /* the most `bytes` may be, beyond the newest event */
+  size_t max_bytes; /* the most `bytes` may be (the newest event is kept
+                       whatever its reason) */
 } arbor_ring;
 
 /* The longest reason an event keeps: a longer one is cut to a copy of this
