@@ -2,7 +2,9 @@
  *
  * An event holds a reference on its node (so the DN can be formed when the
  * event is read, even after the node was discarded) and on its reason
- * string; pushing costs no allocation and no formatting.
+ * string; pushing costs no allocation and no formatting, except for a reason
+ * longer than ARBOR_REASON_MAX, which is kept as a cut copy. The ring is
+ * bounded in events and in the bytes of the reasons it holds.
  */
 #ifndef ARBOR_EVENTS_H
 #define ARBOR_EVENTS_H
@@ -34,20 +36,33 @@ typedef struct arbor_ring {
   arbor_event *ev;
   size_t cap, start, len;
   uint64_t next_seq;
+  size_t bytes;     /* of the reasons held, a string shared by two events
+                       counting twice */
+  size_t max_bytes; /* the most `bytes` may be (the newest event is kept
+                       whatever its reason) */
 } arbor_ring;
 
-/* Returns 0 or -1 when out of memory. cap >= 1. */
-int arbor_ring_init(arbor_ring *r, size_t cap);
+/* The longest reason an event keeps: a longer one is cut to a copy of this
+   many bytes at most, ending in "... (N bytes)" with the original length. */
+#define ARBOR_REASON_MAX 4096
+/* The engine ring's max_bytes unless its `ring_bytes` option says. */
+#define ARBOR_RING_BYTES ((size_t)16 << 20)
+
+/* Returns 0 or -1 when out of memory. cap >= 1; max_bytes also bounds the
+   reasons' cut (when below ARBOR_REASON_MAX). */
+int arbor_ring_init(arbor_ring *r, size_t cap, size_t max_bytes);
 void arbor_ring_close(arbor_ring *r);
-/* Appends an event (taking new references to node and reason), dropping the
-   oldest one when full. Returns its seq. */
+/* Appends an event (taking new references to node and reason, or keeping a
+   cut copy of a long reason), dropping the oldest events while the ring
+   holds more than cap events or max_bytes of reasons. Returns its seq. */
 uint64_t arbor_ring_push(arbor_ring *r, double time, arbor_node *node,
                          arbor_event_kind kind, arbor_state from,
                          arbor_state to, arbor_str *reason);
-/* Appends a copy of ev, keeping its seq (and taking references). Drops the
-   oldest when full. A ring filled with copies is read by position (ev[],
-   start, len): its seqs need not be consecutive, so arbor_ring_get does not
-   apply to it. */
+/* Appends a copy of ev, keeping its seq (and taking references); the ring's
+   next_seq follows it. Drops the oldest as arbor_ring_push does. A ring
+   filled with copies is read by position (ev[], start, len); arbor_ring_get
+   and arbor_ring_first apply only when the copies' seqs are consecutive (the
+   outbox of subscribers is). */
 void arbor_ring_copy(arbor_ring *r, const arbor_event *ev);
 /* Drops every event (releasing references); seqs continue. */
 void arbor_ring_clear(arbor_ring *r);

@@ -43,6 +43,9 @@ void arbor__need_drain(arbor_engine *e);
 void arbor__force_close(arbor_engine *e, pnode *pn);
 void arbor__kill_all(arbor_engine *e);
 void arbor__deliver_events(arbor_engine *e);
+uint64_t arbor__subscribe(arbor_engine *e, int ref);
+void arbor__unsubscribe(arbor_engine *e, uint64_t id);
+void arbor__subscribers_free(arbor_engine *e);
 
 /* strategy.c: group strategies and significant children */
 int arbor__group_spreads(pnode *dead, pnode *member);
@@ -58,6 +61,9 @@ int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);
 /* l_engine.c: an event as a Lua table. [-0, +1, m] */
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
+/* l_engine.c: the gap marker of events first..last missed. [-0, +1, m] */
+void arbor_push_gap_table(lua_State *L, uint64_t first, uint64_t last,
+                          double time);
 
 /* defer.c: runs what ctx:defer recorded for pn's incarnation. */
 void arbor__run_defers(arbor_engine *e, pnode *pn);

@@ -1,5 +1,6 @@
 /* l_core.c: luaopen_arbor_core, the C module behind require "arbor". */
 #include <lauxlib.h>
+#include <unistd.h>
 
 #include "home.h"
 #include "l_arbor.h"
@@ -37,9 +38,16 @@ static int l_rss(lua_State *L) {
   return 1;
 }
 
+/* core.isatty(fd): true when fd is a terminal (arbor.term). */
+static int l_isatty(lua_State *L) {
+  lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
+  return 1;
+}
+
 static const luaL_Reg funcs[] = {
     {"hrtime", l_hrtime},
     {"is_canceled", l_is_canceled},
+    {"isatty", l_isatty},
     {"name_valid", l_name_valid},
     {"rss", l_rss},
     {NULL, NULL},

@@ -37,7 +37,8 @@ static int push_engine_object(lua_State *L, arbor_engine *e) {
   return 1;
 }
 
-/* core.engine{virtual=, seed=, ring=, signals=} */
+/* core.engine{virtual=, seed=, ring=, ring_bytes=, outbox=, signals=,
+   runaway=} */
 static int l_engine_new(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_getfield(L, 1, "virtual");
@@ -47,6 +48,13 @@ static int l_engine_new(lua_State *L) {
   lua_getfield(L, 1, "ring");
   lua_Integer ring = luaL_optinteger(L, -1, 1024);
   if (ring < 1) return luaL_error(L, "engine: ring must be >= 1");
+  lua_getfield(L, 1, "ring_bytes");
+  lua_Integer ring_bytes = luaL_optinteger(L, -1, (lua_Integer)ARBOR_RING_BYTES);
+  if (ring_bytes < 1024)
+    return luaL_error(L, "engine: ring_bytes must be >= 1024");
+  lua_getfield(L, 1, "outbox");
+  lua_Integer outbox = luaL_optinteger(L, -1, ARBOR_OUTBOX_CAP);
+  if (outbox < 1) return luaL_error(L, "engine: outbox must be >= 1");
   lua_getfield(L, 1, "signals");
   int signals = lua_toboolean(L, -1);
   lua_getfield(L, 1, "runaway");
@@ -60,6 +68,8 @@ static int l_engine_new(lua_State *L) {
   le->e = arbor_engine_new(L, virt, seed, (size_t)ring);
   if (!le->e) return luaL_error(L, "engine: out of memory");
   le->e->signals = signals;
+  le->e->ring.max_bytes = (size_t)ring_bytes; /* the ring is still empty */
+  le->e->outbox_cap = (size_t)outbox;
   le->e->runaway = runaway;
   lua_rawgetp(L, LUA_REGISTRYINDEX, &engines_key);
   lua_pushvalue(L, -2);
@@ -480,6 +490,17 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
   }
 }
 
+void arbor_push_gap_table(lua_State *L, uint64_t first, uint64_t last,
+                          double time) {
+  lua_createtable(L, 0, 5);
+  lua_pushliteral(L, "gap");
+  lua_setfield(L, -2, "kind");
+  setint(L, "missed", (lua_Integer)(last - first + 1));
+  setint(L, "first", (lua_Integer)first);
+  setint(L, "last", (lua_Integer)last);
+  setnum(L, "time", time);
+}
+
 /* e:events([n [, after_seq]]) -> the last n events (all held by default),
    oldest first, optionally only those with seq > after_seq. */
 static int l_events(lua_State *L) {
@@ -502,33 +523,26 @@ static int l_events(lua_State *L) {
   return 1;
 }
 
-/* e:subscribe(fn) -> id */
+/* e:subscribe(fn) -> id: fn gets the events from the next one on. */
 static int l_subscribe(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  if (e->subscribers_ref == LUA_NOREF) {
-    if (arbor_ring_init(&e->outbox, 65536) < 0)
-      return luaL_error(L, "subscribe: out of memory");
-    lua_newtable(L);
-    e->subscribers_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_settop(L, 2);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  uint64_t id = arbor__subscribe(e, ref);
+  if (!id) {
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+    return luaL_error(L, "subscribe: out of memory");
   }
-  lua_rawgeti(L, LUA_REGISTRYINDEX, e->subscribers_ref);
-  lua_Integer id = luaL_len(L, -1) + 1;
-  lua_pushvalue(L, 2);
-  lua_rawseti(L, -2, id);
-  lua_pushinteger(L, id);
+  lua_pushinteger(L, (lua_Integer)id);
   return 1;
 }
 
+/* e:unsubscribe(id): a no-op for an id already removed. */
 static int l_unsubscribe(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   lua_Integer id = luaL_checkinteger(L, 2);
-  if (e->subscribers_ref == LUA_NOREF) return 0;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, e->subscribers_ref);
-  if (id >= 1 && id <= luaL_len(L, -1)) {
-    lua_pushboolean(L, 0);
-    lua_rawseti(L, -2, id);
-  }
+  if (id >= 1) arbor__unsubscribe(e, (uint64_t)id);
   return 0;
 }
 
@@ -644,7 +658,7 @@ static int l_stuck(lua_State *L) {
 
 static int l_stats(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 13);
   setint(L, "wakeups", (lua_Integer)e->wakeups);
   setint(L, "resumes", (lua_Integer)e->resumes);
   setint(L, "restarts", (lua_Integer)e->restarts);
@@ -654,6 +668,10 @@ static int l_stats(lua_State *L) {
   setint(L, "lifecycle_changes", (lua_Integer)e->lc_changes);
   setint(L, "nodes", (lua_Integer)e->tree.nnodes);
   setint(L, "live", e->tree.root->live);
+  setint(L, "events", (lua_Integer)e->ring.len);
+  setint(L, "event_bytes", (lua_Integer)e->ring.bytes);
+  setint(L, "events_missed", (lua_Integer)e->events_missed);
+  setint(L, "subscribers", (lua_Integer)e->nsubs);
   return 1;
 }
 

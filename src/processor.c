@@ -32,7 +32,8 @@ double arbor_engine_step_time(arbor_engine *e) { return arbor__step_time(e); }
 /* ---- events --------------------------------------------------------- */
 
 /* Records an event; with subscribers, a copy waits in the outbox for them,
-   so a step that emits more events than the ring holds loses none. */
+   so a step that emits more events than the ring holds loses none (up to
+   the outbox's capacity: loop.c counts the rest). */
 void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                        arbor_state from, arbor_state to, arbor_str *reason,
                        double delay) {
@@ -40,7 +41,7 @@ void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                                  to, reason);
   arbor_event *ev = (arbor_event *)arbor_ring_get(&e->ring, seq);
   ev->delay = delay;
-  if (e->outbox.ev) arbor_ring_copy(&e->outbox, ev);
+  if (e->nsubs) arbor_ring_copy(&e->outbox, ev);
 }
 
 void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
@@ -740,7 +741,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   if (!e) return NULL;
   arbor_hooks hooks = {hook_canceled, hook_state, hook_release, e, hook_detached};
   if (arbor_tree_init(&e->tree, sizeof(pnode), &hooks) < 0 ||
-      arbor_ring_init(&e->ring, ring_cap) < 0) {
+      arbor_ring_init(&e->ring, ring_cap, ARBOR_RING_BYTES) < 0) {
     arbor_tree_close(&e->tree);
     free(e);
     return NULL;
@@ -749,7 +750,8 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   arbor_sched_init(&e->sched);
   e->L = lua_newthread(L);
   e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  e->default_policy_ref = e->subscribers_ref = e->log_ref = LUA_NOREF;
+  e->default_policy_ref = e->log_ref = LUA_NOREF;
+  e->outbox_cap = ARBOR_OUTBOX_CAP;
   e->dn_ref = LUA_NOREF;
   lua_newtable(L);
   e->shared_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -834,7 +836,7 @@ void arbor_engine_free(arbor_engine *e) {
     lua_pop(L, 1);
   }
   luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->subscribers_ref);
+  arbor__subscribers_free(e);
   luaL_unref(L, LUA_REGISTRYINDEX, e->dn_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);

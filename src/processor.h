@@ -128,6 +128,16 @@ typedef struct pnode {
   uint8_t decision;    /* DECISION_* of the last policy decision */
 } pnode;
 
+/* The outbox's capacity unless the engine's `outbox` option says. */
+#define ARBOR_OUTBOX_CAP 65536
+
+/* An on_event subscriber (loop.c). */
+typedef struct arbor_sub {
+  int ref;       /* the function; LUA_NOREF once removed */
+  uint64_t id;   /* what subscribe returned: increasing along the array */
+  uint64_t from; /* the first seq it is owed */
+} arbor_sub;
+
 struct arbor_engine {
   arbor_tree tree;
   arbor_sched sched;
@@ -135,7 +145,9 @@ struct arbor_engine {
   lua_State *L;          /* the engine's own thread */
   int L_ref;
   int default_policy_ref;
-  int subscribers_ref;   /* table of on_event functions */
+  arbor_sub *subs;       /* on_event subscribers, oldest first */
+  size_t nsubs, subs_cap;
+  uint64_t sub_ids;      /* the last subscriber id given */
   pnode *dn_pn;          /* the node whose DN string is at dn_ref (a node */
   int dn_ref;            /* has several events in a row: l_engine.c) */
   int log_ref;           /* log sink or LUA_NOREF */
@@ -173,6 +185,9 @@ struct arbor_engine {
   arbor_str *reason;     /* reason for the next state event */
   arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced;
   arbor_ring outbox;     /* events not yet delivered to subscribers */
+  size_t outbox_cap;     /* its capacity, allocated at the first subscribe */
+  uint64_t delivered;    /* events up to this seq were delivered or missed */
+  uint64_t events_missed; /* events that left the outbox undelivered */
   int delivering;
   uint64_t rng;
   /* counters */

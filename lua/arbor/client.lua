@@ -8,6 +8,7 @@
 local core = require "arbor.core"
 local json = require "arbor.json"
 local control = require "arbor.control"
+local term = require "arbor.term"
 
 local M = {}
 
@@ -126,15 +127,19 @@ end
 
 function Conn:close() self.c:close() end
 
-local function print_stream(f)
-  if f.out then
-    io.stdout:write(f.out)
-  elseif f.event then
-    io.stdout:write(json.encode(f.event), "\n")
-  elseif f.log then
-    io.stdout:write(json.encode(f.log), "\n")
+-- The printer of streamed frames: text through show (arbor.term), JSON as
+-- it is (its encoder escapes control characters).
+local function stream_printer(show)
+  return function(f)
+    if f.out then
+      io.stdout:write(show(f.out))
+    elseif f.event then
+      io.stdout:write(json.encode(f.event), "\n")
+    elseif f.log then
+      io.stdout:write(json.encode(f.log), "\n")
+    end
+    io.stdout:flush()
   end
-  io.stdout:flush()
 end
 
 -- ---- arbor ctl --------------------------------------------------------------
@@ -209,7 +214,8 @@ function M.ctl(args)
   elseif pos[1] then
     req.dn = pos[1]
   end
-  local reply, err = conn:request(req, print_stream)
+  local show = term.filter(1)
+  local reply, err = conn:request(req, stream_printer(show))
   if not reply then
     conn:close()
     if req.follow and err == "connection closed by the engine" then return 0 end
@@ -236,7 +242,7 @@ function M.ctl(args)
     elseif reply.data ~= nil then print(json.encode(reply.data))
     else print(json.encode({ok = true})) end
   elseif reply.text and reply.text ~= "" then
-    print(reply.text)
+    print(show(reply.text))
   end
   if cmd == "shutdown" then
     -- wait for the engine to go: it closes the connection when it exits
@@ -281,6 +287,7 @@ function M.repl(args)
   end
   local rl = require "arbor.readline"
   local tty = rl.isatty(0)
+  local print_stream = stream_printer(term.filter(1))
   conn.wake_fd = rl.catch_sigint()
   local history = (os.getenv("HOME") or ".") .. "/.arbor_history"
   if tty then

@@ -104,7 +104,10 @@ end
 local function clock(t) return string.format("%10.3f", t) end
 
 function M.render_event(ev)
-  if ev.kind == "state" and ev.from == ev.to then
+  if ev.kind == "gap" then -- T14: the subscriber missed these
+    return string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
+      clock(ev.time), "(events)", ev.missed, ev.first, ev.last)
+  elseif ev.kind == "state" and ev.from == ev.to then
     return string.format("%s %-24s -> %s  (%s)", clock(ev.time), ev.dn, ev.to,
       ev.reason or "")
   elseif ev.kind == "state" then
@@ -161,8 +164,8 @@ function M.serve(e, path, opts)
   local function on_event(ev)
     local line
     for _, f in pairs(followers) do
-      if f.what == "events" and (not f.dn or ev.dn == f.dn or
-          ev.dn:sub(1, #f.dn + 1) == f.dn .. ".") and
+      if f.what == "events" and (not f.dn or ev.kind == "gap" or
+          ev.dn == f.dn or ev.dn:sub(1, #f.dn + 1) == f.dn .. ".") and
           not (f.after and ev.seq and ev.seq <= f.after) then
         if f.json then
           send(f.cid, f.rid, {event = ev})

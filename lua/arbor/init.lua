@@ -5,6 +5,7 @@
 local core = require "arbor.core"
 local policy = require "arbor.policy"
 local channel = require "arbor.channel"
+local term = require "arbor.term"
 
 local M = {}
 
@@ -273,12 +274,16 @@ function M._check_root_options(what, opts)
   end
 end
 
---- The event printer used by `arbor run`. Coordinator moves are printed for
--- parents of lifecycle children only: a parent of plain children goes
--- through every state at once, which says nothing.
-local function print_event(ev, e)
+--- The event printer used by `arbor run`, writing show(line) to stderr.
+-- Coordinator moves are printed for parents of lifecycle children only: a
+-- parent of plain children goes through every state at once, which says
+-- nothing.
+local function print_event(ev, e, show)
   local line
-  if ev.kind == "state" and ev.from == ev.to then -- a first start
+  if ev.kind == "gap" then
+    line = string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
+      fmt_time(ev.time), "(events)", ev.missed, ev.first, ev.last)
+  elseif ev.kind == "state" and ev.from == ev.to then -- a first start
     line = string.format("%s %-24s -> %s  (%s)", fmt_time(ev.time), ev.dn,
       ev.to, ev.reason or "")
   elseif ev.kind == "state" then
@@ -293,11 +298,12 @@ local function print_event(ev, e)
     line = string.format("%s %-24s %s: %s", fmt_time(ev.time), ev.dn, ev.kind,
       ev.reason or "")
   end
-  io.stderr:write(line, "\n")
+  io.stderr:write(show(line), "\n")
 end
 
-local function print_log(dn, line, time)
-  io.stderr:write(string.format("%s %-24s | %s\n", fmt_time(time), dn, line))
+local function print_log(dn, line, time, show)
+  io.stderr:write(show(string.format("%s %-24s | %s", fmt_time(time), dn,
+    line)), "\n")
 end
 
 --- T12: a stop of the tree that had to SIGKILL processes is not clean
@@ -315,17 +321,19 @@ local function killed_in_stop(e, result, reason)
 end
 
 local run_options = {policy = true, shutdown = true, seed = true, ring = true,
-  signals = true, log = true, on_event = true, quiet = true, runaway = true,
-  control = true, auto_shutdown = true}
+  ring_bytes = true, outbox = true, signals = true, log = true, on_event = true,
+  quiet = true, runaway = true, control = true, auto_shutdown = true}
 
 --- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
 -- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
 -- up (T11). Returns true, or false and the reason.
--- opts: policy, shutdown, seed, ring (event ring size), signals (default
--- true), log (function(dn, line, time)), on_event (function(ev)), quiet,
--- runaway (seconds a runnable may run without yielding, default 10),
--- control (the control socket's path, false for none; under `arbor run`
--- the default is docs/control-protocol.md's, elsewhere none).
+-- opts: policy, shutdown, seed, ring (event ring size), ring_bytes (bytes of
+-- reasons the ring may hold), outbox (events one step may emit before
+-- subscribers miss some, T14), signals (default true), log (function(dn,
+-- line, time)), on_event (function(ev)), quiet, runaway (seconds a runnable
+-- may run without yielding, default 10), control (the control socket's
+-- path, false for none; under `arbor run` the default is
+-- docs/control-protocol.md's, elsewhere none).
 function M.run(root, opts)
   if type(root) ~= "function" then
     error("arbor.run(root): the root runnable must be a function, got "
@@ -351,10 +359,14 @@ function M.run(root, opts)
     error("arbor.run: a tree is already running in this process", 2)
   end
   local e = core.engine{virtual = false, seed = opts.seed or os.time(),
-    ring = opts.ring, signals = opts.signals ~= false, runaway = opts.runaway}
+    ring = opts.ring, ring_bytes = opts.ring_bytes, outbox = opts.outbox,
+    signals = opts.signals ~= false, runaway = opts.runaway}
   e:set_default_policy(policy.exponential())
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
-  local sink = opts.log or (not quiet and print_log) or nil
+  local show = term.filter(2)
+  local sink = opts.log or (not quiet and function(dn, line, time)
+    print_log(dn, line, time, show)
+  end) or nil
   local control_path = opts.control
   if control_path == nil and cli then control_path = cli.control end
   local server
@@ -380,7 +392,7 @@ function M.run(root, opts)
     end
   end
   if sink then e:set_log(sink) end
-  if not quiet then e:subscribe(function(ev) print_event(ev, e) end) end
+  if not quiet then e:subscribe(function(ev) print_event(ev, e, show) end) end
   if opts.on_event then e:subscribe(opts.on_event) end
   running_engine = e
   local ok, result, reason = pcall(function()

@@ -18,12 +18,14 @@ local M = {}
 local Harness = {}
 Harness.__index = Harness
 
-local new_options = {seed = true, ring = true, policy = true, runaway = true}
+local new_options = {seed = true, ring = true, ring_bytes = true, outbox = true,
+  policy = true, runaway = true}
 
 --- Creates a harness. opts: seed (jitter and arbor.random, default 1), ring
--- (events kept, default 100000), policy (the default policy, default
--- arbor.policy.exponential()), runaway (real seconds a runnable may run
--- without yielding before it is failed, default 10).
+-- (events kept, default 100000), ring_bytes and outbox (as arbor.run's,
+-- T14), policy (the default policy, default arbor.policy.exponential()),
+-- runaway (real seconds a runnable may run without yielding before it is
+-- failed, default 10).
 function M.new(opts)
   opts = opts or {}
   if type(opts) ~= "table" then
@@ -35,7 +37,8 @@ function M.new(opts)
     end
   end
   local e = core.engine{virtual = true, seed = opts.seed or 1,
-    ring = opts.ring or 100000, runaway = opts.runaway}
+    ring = opts.ring or 100000, ring_bytes = opts.ring_bytes,
+    outbox = opts.outbox, runaway = opts.runaway}
   e:set_default_policy(opts.policy or policy.exponential())
   return setmetatable({engine = e}, Harness)
 end

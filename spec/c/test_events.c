@@ -104,7 +104,7 @@ TEST(str_fmt) {
 
 TEST(ring_empty) {
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 4), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 4, SIZE_MAX), 0);
   ASSERT_UINT_EQ(r.cap, 4);
   ASSERT_UINT_EQ(r.len, 0);
   ASSERT_UINT_EQ(r.next_seq, 1);
@@ -113,7 +113,7 @@ TEST(ring_empty) {
   ASSERT_NULL(arbor_ring_get(&r, 1));
   arbor_ring_close(&r);
   /* a capacity of 0 means 1 */
-  ASSERT_EQ(arbor_ring_init(&r, 0), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 0, SIZE_MAX), 0);
   ASSERT_UINT_EQ(r.cap, 1);
   arbor_ring_close(&r);
 }
@@ -125,7 +125,7 @@ TEST(ring_wraps_keeping_newest) {
   arbor_tree_start(a);
   arbor_ring r;
   enum { CAP = 8, PUSH = 29 };
-  ASSERT_EQ(arbor_ring_init(&r, CAP), 0);
+  ASSERT_EQ(arbor_ring_init(&r, CAP, SIZE_MAX), 0);
   for (int i = 1; i <= PUSH; i++) {
     uint64_t seq = arbor_ring_push(&r, 100.0 + i, i % 2 ? a : t.root,
                                    (arbor_event_kind)(i % 3),
@@ -180,7 +180,7 @@ TEST(ring_capacity_one) {
   arbor_tree t;
   setup(&t);
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 1), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 1, SIZE_MAX), 0);
   for (int i = 1; i <= 5; i++) {
     ASSERT_UINT_EQ(arbor_ring_push(&r, i, t.root, ARBOR_EV_STATE, ARBOR_NEW,
                                    ARBOR_HEALTHY, NULL),
@@ -205,7 +205,7 @@ TEST(event_keeps_discarded_node) {
   arbor_node *w = add(svc, "worker");
   arbor_tree_start(w);
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 3), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 3, SIZE_MAX), 0);
   uint64_t seq = arbor_ring_push(&r, 1.5, w, ARBOR_EV_STATE, ARBOR_NEW,
                                  ARBOR_DEAD, NULL);
   ASSERT_UINT_EQ(w->refs, 2);
@@ -246,7 +246,7 @@ TEST(event_snapshot_of_incarnation) {
   arbor_tree t;
   setup(&t);
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 16), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 16, SIZE_MAX), 0);
   arbor_node *a = add(t.root, "a");
   for (int i = 0; i < 5; i++) {
     arbor_tree_start(a);
@@ -266,7 +266,7 @@ TEST(ring_closed_after_tree) {
   arbor_node *a = add(t.root, "a");
   arbor_node *b = add(a, "b");
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 4), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 4, SIZE_MAX), 0);
   arbor_ring_push(&r, 0, b, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_NEW, NULL);
   arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_NEW, NULL);
   arbor_tree_close(&t);
@@ -283,7 +283,7 @@ TEST(reason_strings_referenced) {
   arbor_tree t;
   setup(&t);
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 2), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 2, SIZE_MAX), 0);
   arbor_str *boom = arbor_str_fmt("error: %s", "boom");
   arbor_str *keep = arbor_str_new("kept", 4);
   arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, boom);
@@ -316,7 +316,7 @@ TEST(push_sets_no_delay) {
   arbor_tree t;
   setup(&t);
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 2), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 2, SIZE_MAX), 0);
   for (int i = 0; i < 3; i++) {
     uint64_t seq = arbor_ring_push(&r, 0, t.root, ARBOR_EV_POLICY, ARBOR_NEW,
                                    ARBOR_NEW, NULL);
@@ -334,8 +334,8 @@ TEST(copy_keeps_seq_and_references) {
   arbor_node *a = add(t.root, "a");
   arbor_tree_start(a);
   arbor_ring r, out;
-  ASSERT_EQ(arbor_ring_init(&r, 4), 0);
-  ASSERT_EQ(arbor_ring_init(&out, 3), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 4, SIZE_MAX), 0);
+  ASSERT_EQ(arbor_ring_init(&out, 3, SIZE_MAX), 0);
   arbor_str *why = arbor_str_new("restart in 1.5s", 15);
   for (int i = 0; i < 6; i++)
     arbor_ring_push(&r, i, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_HEALTHY,
@@ -391,7 +391,7 @@ TEST(clear_releases_and_seqs_continue) {
   arbor_node *a = add(t.root, "a");
   arbor_str *why = arbor_str_new("x", 1);
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 4), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 4, SIZE_MAX), 0);
   for (int i = 0; i < 6; i++)
     arbor_ring_push(&r, i, a, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_NEW, why);
   ASSERT_UINT_EQ(a->refs, 5);
@@ -432,7 +432,7 @@ TEST(many_events) {
   }
   arbor_str *why = arbor_str_new("why", 3);
   arbor_ring r;
-  ASSERT_EQ(arbor_ring_init(&r, 37), 0);
+  ASSERT_EQ(arbor_ring_init(&r, 37, SIZE_MAX), 0);
   for (int i = 0; i < 100000; i++)
     arbor_ring_push(&r, i, n[i % 10], ARBOR_EV_STATE, ARBOR_NEW, ARBOR_NEW,
                     i % 3 ? why : NULL);
@@ -452,6 +452,169 @@ TEST(many_events) {
   arbor_str_unref(why);
   arbor_tree_close(&t);
   ASSERT_EQ(g_released, 11);
+}
+
+/* A string of n bytes: 'x' repeated, then the decimal tag at its start. */
+static arbor_str *long_str(size_t n, int tag) {
+  char *buf = malloc(n);
+  ASSERT_NOT_NULL(buf);
+  memset(buf, 'x', n);
+  char head[16];
+  int hl = snprintf(head, sizeof head, "%d:", tag);
+  memcpy(buf, head, (size_t)hl < n ? (size_t)hl : n);
+  arbor_str *s = arbor_str_new(buf, n);
+  free(buf);
+  ASSERT_NOT_NULL(s);
+  return s;
+}
+
+TEST(ring_counts_reason_bytes) {
+  arbor_tree t;
+  setup(&t);
+  arbor_ring r;
+  ASSERT_EQ(arbor_ring_init(&r, 3, SIZE_MAX), 0);
+  arbor_str *a = arbor_str_new("abc", 3), *b = arbor_str_new("hello", 5);
+  arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, a);
+  arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, NULL);
+  ASSERT_UINT_EQ(r.bytes, 3);
+  arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, b);
+  arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, b);
+  ASSERT_UINT_EQ(r.bytes, 10); /* a left; b counts once per event */
+  arbor_ring_clear(&r);
+  ASSERT_UINT_EQ(r.bytes, 0);
+  arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, a);
+  arbor_ring_close(&r);
+  ASSERT_UINT_EQ(a->refs, 1);
+  ASSERT_UINT_EQ(b->refs, 1);
+  arbor_str_unref(a);
+  arbor_str_unref(b);
+  arbor_tree_close(&t);
+}
+
+TEST(ring_cuts_long_reasons) {
+  arbor_tree t;
+  setup(&t);
+  arbor_ring r;
+  ASSERT_EQ(arbor_ring_init(&r, 8, SIZE_MAX), 0);
+  /* at the limit: shared, not copied */
+  arbor_str *at = long_str(ARBOR_REASON_MAX, 1);
+  arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, at);
+  ASSERT_PTR_EQ(arbor_ring_get(&r, 1)->reason, at);
+  ASSERT_UINT_EQ(at->refs, 2);
+  /* one byte over, and 1 MiB: a copy of ARBOR_REASON_MAX bytes at most */
+  size_t lens[] = {ARBOR_REASON_MAX + 1, 1u << 20};
+  for (int i = 0; i < 2; i++) {
+    arbor_str *big = long_str(lens[i], 2 + i);
+    uint64_t seq = arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW,
+                                   ARBOR_DEAD, big);
+    ASSERT_UINT_EQ(big->refs, 1); /* the ring does not hold the original */
+    const arbor_str *c = arbor_ring_get(&r, seq)->reason;
+    ASSERT_PTR_NE(c, big);
+    ASSERT(c->len <= ARBOR_REASON_MAX);
+    ASSERT(c->len > ARBOR_REASON_MAX - 32);
+    ASSERT_UINT_EQ(strlen(c->s), c->len);
+    char mark[48], head[16];
+    snprintf(mark, sizeof mark, "x... (%zu bytes)", lens[i]);
+    ASSERT_STR_EQ(c->s + c->len - strlen(mark), mark);
+    snprintf(head, sizeof head, "%d:xx", 2 + i);
+    ASSERT(memcmp(c->s, head, strlen(head)) == 0);
+    arbor_str_unref(big);
+  }
+  size_t held = r.bytes;
+  ASSERT_UINT_EQ(held, ARBOR_REASON_MAX + arbor_ring_get(&r, 2)->reason->len +
+                           arbor_ring_get(&r, 3)->reason->len);
+  arbor_ring_close(&r);
+  ASSERT_UINT_EQ(at->refs, 1);
+  arbor_str_unref(at);
+  arbor_tree_close(&t);
+}
+
+TEST(ring_cut_keeps_utf8_whole) {
+  arbor_tree t;
+  setup(&t);
+  arbor_ring r;
+  ASSERT_EQ(arbor_ring_init(&r, 2, SIZE_MAX), 0);
+  /* "é" (2 bytes) repeated: whatever the marker's length, the cut must not
+     split one */
+  size_t n = 3 * ARBOR_REASON_MAX;
+  char *buf = malloc(n);
+  for (size_t i = 0; i < n; i += 2) memcpy(buf + i, "\xc3\xa9", 2);
+  arbor_str *s = arbor_str_new(buf, n);
+  free(buf);
+  arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, s);
+  const arbor_str *c = arbor_ring_get(&r, 1)->reason;
+  const char *dots = strstr(c->s, "... (");
+  ASSERT_NOT_NULL(dots);
+  ASSERT_UINT_EQ((size_t)(dots - c->s) % 2, 0);
+  ASSERT_EQ((unsigned char)dots[-1], 0xa9);
+  arbor_ring_close(&r);
+  arbor_str_unref(s);
+  arbor_tree_close(&t);
+}
+
+TEST(ring_bounded_in_bytes) {
+  /* a crash loop of unique long reasons: the ring drops its oldest events to
+     stay within max_bytes, and keeps the newest whatever it holds */
+  arbor_tree t;
+  setup(&t);
+  arbor_ring r;
+  enum { MAX = 3 * ARBOR_REASON_MAX };
+  ASSERT_EQ(arbor_ring_init(&r, 1000, MAX), 0);
+  for (int i = 1; i <= 100; i++) {
+    arbor_str *s = long_str(1u << 20, i);
+    arbor_ring_push(&r, i, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, s);
+    arbor_ring_push(&r, i, t.root, ARBOR_EV_POLICY, ARBOR_DEAD, ARBOR_DEAD,
+                    NULL);
+    arbor_str_unref(s);
+    ASSERT(r.bytes <= MAX);
+    ASSERT_UINT_EQ(r.next_seq, (uint64_t)(2 * i + 1));
+    /* the newest events are still there, consecutive */
+    for (uint64_t q = arbor_ring_first(&r); q < r.next_seq; q++)
+      ASSERT_UINT_EQ(arbor_ring_get(&r, q)->seq, q);
+  }
+  ASSERT(r.len >= 5 && r.len <= 7); /* 3 long reasons, the rest none */
+  char head[16];
+  snprintf(head, sizeof head, "100:");
+  const arbor_event *last = arbor_ring_get(&r, r.next_seq - 2);
+  ASSERT(memcmp(last->reason->s, head, 4) == 0);
+  arbor_ring_close(&r);
+  /* a cap below ARBOR_REASON_MAX also cuts: the newest always fits */
+  ASSERT_EQ(arbor_ring_init(&r, 10, 100), 0);
+  arbor_str *s = long_str(5000, 7);
+  for (int i = 0; i < 3; i++) {
+    arbor_ring_push(&r, 0, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_DEAD, s);
+    ASSERT_UINT_EQ(r.len, 1);
+    ASSERT(r.bytes <= 100);
+  }
+  const char *tail = "x... (5000 bytes)";
+  ASSERT_UINT_EQ(r.bytes, 100);
+  ASSERT_STR_EQ(arbor_ring_get(&r, 3)->reason->s + 100 - strlen(tail), tail);
+  arbor_ring_close(&r);
+  arbor_str_unref(s);
+  arbor_tree_close(&t);
+}
+
+TEST(copies_with_consecutive_seqs_are_read_by_seq) {
+  /* the outbox: copies of a ring's events, dropping the oldest when full;
+     its first seq tells what was dropped */
+  arbor_tree t;
+  setup(&t);
+  arbor_ring r, out;
+  ASSERT_EQ(arbor_ring_init(&r, 100, SIZE_MAX), 0);
+  ASSERT_EQ(arbor_ring_init(&out, 4, SIZE_MAX), 0);
+  for (int i = 0; i < 10; i++)
+    arbor_ring_push(&r, i, t.root, ARBOR_EV_STATE, ARBOR_NEW, ARBOR_NEW, NULL);
+  for (uint64_t s = 4; s <= 10; s++) arbor_ring_copy(&out, arbor_ring_get(&r, s));
+  ASSERT_UINT_EQ(out.next_seq, 11);
+  ASSERT_UINT_EQ(arbor_ring_first(&out), 7);
+  ASSERT_NULL(arbor_ring_get(&out, 6));
+  for (uint64_t s = 7; s <= 10; s++)
+    ASSERT_UINT_EQ(arbor_ring_get(&out, s)->seq, s);
+  arbor_ring_clear(&out);
+  ASSERT_UINT_EQ(arbor_ring_first(&out), 11);
+  arbor_ring_close(&out);
+  arbor_ring_close(&r);
+  arbor_tree_close(&t);
 }
 
 TEST_MAIN()
