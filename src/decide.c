@@ -1,5 +1,5 @@
 /* decide.c: restart decisions (T8, P1-P3): asking a node's policy (under
- * an instruction budget, with the default policy standing in for a faulty
+ * a time budget, with the default policy standing in for a faulty
  * one), acting on the decision, and escalation.
  */
 #include "internal.h"
@@ -227,9 +227,10 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
                           "\"stop\" or \"escalate\")%s",
                           tn, shown, attempt ? "" : "; the default decides");
     } else {
-      const char *msg = lua_tostring(L, -1);
-      why = arbor_str_fmt("faulty policy: %s%s", msg ? msg : "(error)",
+      arbor_str *msg = arbor__error_message(e, L, NULL);
+      why = arbor_str_fmt("faulty policy: %s%s", msg ? msg->s : "(error)",
                           attempt ? "" : "; the default decides");
+      arbor_str_unref(msg);
       lua_pop(L, 1);
     }
     arbor_engine_event(e, pn, ARBOR_EV_POLICY, why);

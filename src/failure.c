@@ -61,15 +61,18 @@ arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn) {
   size_t len;
   if (lua_type(co, -1) == LUA_TSTRING) {
     const char *s = lua_tolstring(co, -1, &len);
-    return str_reuse(pn->error, s, len);
+    return str_reuse(pn ? pn->error : NULL, s, len);
   }
   lua_State *L = e->L;
   if (luaL_getmetafield(co, -1, "__tostring") != LUA_TNIL) {
     lua_pop(co, 1);
-    lua_pushcfunction(L, tostring_k);
     lua_pushvalue(co, -1);
-    lua_xmove(co, L, 1);
-    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) {
+    lua_xmove(co, L, 1); /* nothing to move when co is L */
+    lua_pushcfunction(L, tostring_k);
+    lua_insert(L, -2);
+    /* user code: under the budget of policies */
+    if (arbor__budget_call(e, L, 1) == LUA_OK &&
+        lua_type(L, -1) == LUA_TSTRING) {
       const char *s = lua_tolstring(L, -1, &len);
       arbor_str *r = arbor_str_new(s, len);
       lua_pop(L, 1);

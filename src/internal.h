@@ -62,7 +62,9 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
 /* defer.c: runs what ctx:defer recorded for pn's incarnation. */
 void arbor__run_defers(arbor_engine *e, pnode *pn);
 
-/* failure.c */
+/* failure.c: the error value on top of co as a message (its __tostring
+   runs under the budget of policies); pn, if any, is the node it may
+   repeat the last error of. */
 arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
 /* pn's traceback (formatted now from the kept coroutine, if not yet), or
    NULL. */

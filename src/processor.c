@@ -181,16 +181,38 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
   free(todo);
 }
 
+/* Resets co, which runs its pending <close> variables: user code, on the
+   engine's thread, so under the runnable's own limit. One that had to be
+   stopped is logged on pn. */
+static void reset_thread(arbor_engine *e, pnode *pn, lua_State *co) {
+  arbor_watch saved;
+  arbor_watchdog_push(&saved, co, e->runaway,
+                      "stopped: ran %d ms (limit %d ms)");
+  lua_resetthread(co); /* leaves the last error on the stack */
+  if (arbor_watchdog_pop(&saved, co)) {
+    const char *msg = lua_tostring(co, -1);
+    arbor_str *line = arbor_str_fmt("a <close> variable was %s",
+                                    msg ? msg : "stopped");
+    if (line) arbor_engine_log(e, pn, line);
+    arbor_str_unref(line);
+  }
+}
+
 /* Keeps a finished coroutine's thread for a later incarnation (up to
    ARBOR_THREAD_POOL), which spares the allocator and the GC, or lets Lua
    collect it. A thread that returned is as good as new once emptied; one
    that is suspended (a forced close) or died of an error is reset first,
-   which runs its pending <close> variables. */
-static void release_thread(arbor_engine *e, lua_State *co, int ref) {
+   which runs its pending <close> variables. A thread that may have hooks
+   disabled (Lua 5.4 leaves them off in a coroutine killed by an error
+   raised in a hook) or that has a hook of its own is not reused: the next
+   incarnation could tell, and the watchdog could not stop it. */
+static void release_thread(arbor_engine *e, pnode *pn, lua_State *co,
+                           int ref, int poolable) {
   if (lua_status(co) != LUA_OK) /* suspended, or dead of an error */
-    lua_resetthread(co);         /* returns the error the thread died with */
-  lua_settop(co, 0);             /* which it leaves on the stack */
-  if (e->npool < ARBOR_THREAD_POOL && !e->closing) {
+    reset_thread(e, pn, co);
+  lua_settop(co, 0);
+  if (poolable && !lua_gethook(co) && e->npool < ARBOR_THREAD_POOL &&
+      !e->closing) {
     e->pool[e->npool].co = co;
     e->pool[e->npool].ref = ref;
     e->npool++;
@@ -211,7 +233,7 @@ static pnode_hist *hist(pnode *pn) {
 void arbor__drop_trace(arbor_engine *e, pnode *pn) {
   pnode_hist *h = pn->failures;
   if (!h || !h->dead_co) return;
-  release_thread(e, h->dead_co, h->dead_ref);
+  release_thread(e, pn, h->dead_co, h->dead_ref, !h->dead_nopool);
   h->dead_co = NULL;
   h->dead_ref = LUA_NOREF;
 }
@@ -222,13 +244,15 @@ void arbor__drop_trace(arbor_engine *e, pnode *pn) {
 void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
   pnode_hist *h = (pn->pflags & PN_TRACE) ? hist(pn) : NULL;
-  pn->pflags &= (uint16_t)~PN_TRACE;
+  int poolable = !(pn->pflags & PN_NOPOOL);
+  pn->pflags &= (uint16_t)~(PN_TRACE | PN_NOPOOL);
   if (h) {
     arbor__drop_trace(e, pn);
     h->dead_co = pn->co;
     h->dead_ref = pn->co_ref;
+    h->dead_nopool = !poolable;
   } else {
-    release_thread(e, pn->co, pn->co_ref);
+    release_thread(e, pn, pn->co, pn->co_ref, poolable);
   }
   pn->co = NULL;
   pn->co_ref = LUA_NOREF;
@@ -638,7 +662,8 @@ void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
     lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
     lua_pushlstring(L, line->s, line->len);
     lua_pushnumber(L, arbor__step_time(e));
-    if (lua_pcall(L, 3, 0, 0) != LUA_OK) lua_pop(L, 1);
+    arbor__budget_call(e, L, 3); /* user code: bounded like a policy */
+    lua_pop(L, 1);
   }
 }
 
@@ -664,10 +689,13 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   e->resumes++;
   arbor_watchdog_enter(co, e->runaway);
   int status = lua_resume(co, e->L, nargs, &nres);
-  arbor_watchdog_leave(co);
+  int runaway = arbor_watchdog_leave(co);
   e->current = prev;
   if (!(pn->pflags & PN_STEPPED)) arbor__lc_stepped(e, pn);
-  if (status == LUA_YIELD) {
+  if (runaway && status == LUA_YIELD) { /* the watchdog's hook yielded */
+    lua_pop(co, nres);
+    arbor_watchdog_push_error(co);
+  } else if (status == LUA_YIELD) {
     lua_pop(co, nres);
     if (pn->wait == WAIT_NONE) arbor__enqueue(e, pn); /* a plain coroutine.yield() */
     return;
@@ -692,9 +720,11 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     return;
   }
-  /* the coroutine died: its stack stays intact for the traceback */
+  /* the coroutine died (or was stopped): its stack stays intact for the
+     traceback */
   arbor_str *msg = arbor__error_message(e, co, pn);
   pn->pflags |= PN_TRACE;
+  if (runaway && status != LUA_YIELD) pn->pflags |= PN_NOPOOL;
   arbor__node_exit(e, pn, ARBOR_DEAD, msg, NULL);
 }
 

@@ -43,6 +43,8 @@ enum {
   PN_PROCS = 1u << 9,    /* the incarnation started processes (exec.c) */
   PN_TRACE = 1u << 10,   /* died of an error: keep the coroutine for its
                             traceback (arbor__close_coroutine) */
+  PN_NOPOOL = 1u << 11,  /* its thread may have hooks disabled (it died of
+                            the watchdog's error): not reused */
 };
 
 /* Per-node strategy flags (pnode.gflags), set when the node is created:
@@ -86,6 +88,7 @@ typedef struct pnode_hist {
                          intact) until its traceback is read or the next
                          failure: the traceback is formatted only if read */
   int dead_ref;
+  int dead_nopool;    /* dead_co is not to be reused (PN_NOPOOL) */
 } pnode_hist;
 
 /* What a node needs while it is being stopped, made at its first stop:
