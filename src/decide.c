@@ -261,7 +261,6 @@ static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
   arbor__record_failure(e, pn);
   arbor_str_set(&pn->error, why);
   arbor_str_set(&pn->trace, NULL);
-  arbor__drop_trace(e, pn);
   pn->n.flags |= ARBOR_F_DECLARED;
   arbor__set_reason(e, arbor_str_ref(why));
   arbor_tree_set_state(&pn->n, ARBOR_DEAD);

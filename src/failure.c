@@ -115,10 +115,11 @@ static void sb_int(sbuf *sb, int v) {
   sb_add(sb, tmp + i, sizeof tmp - i);
 }
 
-/* The traceback of a dead coroutine, in luaL_traceback's format but without
-   its search of package.loaded for function names (and without printf),
-   which would cost more than the rest of a restart. */
-static arbor_str *traceback(lua_State *co, pnode *pn) {
+/* The traceback of a dead (or stopped) coroutine, in luaL_traceback's
+   format but without its search of package.loaded for function names (and
+   without printf), which would cost more than the rest of a restart. A
+   crash loop repeats its traceback: pn's last one is shared when equal. */
+arbor_str *arbor__traceback(lua_State *co, pnode *pn) {
   sbuf sb;
   sb.n = 0;
   lua_Debug ar;
@@ -155,13 +156,4 @@ static arbor_str *traceback(lua_State *co, pnode *pn) {
     }
   }
   return str_reuse(pn->trace, sb.b, sb.n);
-}
-
-arbor_str *arbor__node_trace(arbor_engine *e, pnode *pn) {
-  pnode_hist *h = pn->failures;
-  if (!pn->trace && h && h->dead_co) {
-    pn->trace = traceback(h->dead_co, pn);
-    arbor__drop_trace(e, pn);
-  }
-  return pn->trace;
 }

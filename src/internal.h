@@ -66,10 +66,7 @@ void arbor__run_defers(arbor_engine *e, pnode *pn);
    runs under the budget of policies); pn, if any, is the node it may
    repeat the last error of. */
 arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
-/* pn's traceback (formatted now from the kept coroutine, if not yet), or
-   NULL. */
-arbor_str *arbor__node_trace(arbor_engine *e, pnode *pn);
-/* processor.c: forgets the coroutine kept for pn's traceback. */
-void arbor__drop_trace(arbor_engine *e, pnode *pn);
+/* The traceback of co, which died of an error or was stopped. */
+arbor_str *arbor__traceback(lua_State *co, pnode *pn);
 
 #endif

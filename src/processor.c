@@ -225,35 +225,17 @@ static pnode_hist *hist(pnode *pn) {
   if (!pn->failures) {
     pn->failures = calloc(1, sizeof *pn->failures);
     if (!pn->failures) return NULL;
-    pn->failures->memory_ref = pn->failures->dead_ref = LUA_NOREF;
+    pn->failures->memory_ref = LUA_NOREF;
   }
   return pn->failures;
 }
 
-void arbor__drop_trace(arbor_engine *e, pnode *pn) {
-  pnode_hist *h = pn->failures;
-  if (!h || !h->dead_co) return;
-  release_thread(e, pn, h->dead_co, h->dead_ref, !h->dead_nopool);
-  h->dead_co = NULL;
-  h->dead_ref = LUA_NOREF;
-}
-
-/* Ends the incarnation's coroutine. One that died of an error (PN_TRACE)
-   is kept, its stack intact, in place of the one kept before: its
-   traceback is formatted only if someone reads it (arbor__node_trace). */
-void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
+/* Ends the incarnation's coroutine: its pending <close> variables run now,
+   before the node's defers, its policy and its next incarnation. */
+static void close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
-  pnode_hist *h = (pn->pflags & PN_TRACE) ? hist(pn) : NULL;
-  int poolable = !(pn->pflags & PN_NOPOOL);
-  pn->pflags &= (uint16_t)~(PN_TRACE | PN_NOPOOL);
-  if (h) {
-    arbor__drop_trace(e, pn);
-    h->dead_co = pn->co;
-    h->dead_ref = pn->co_ref;
-    h->dead_nopool = !poolable;
-  } else {
-    release_thread(e, pn, pn->co, pn->co_ref, poolable);
-  }
+  release_thread(e, pn, pn->co, pn->co_ref, !(pn->pflags & PN_NOPOOL));
+  pn->pflags &= (uint16_t)~PN_NOPOOL;
   pn->co = NULL;
   pn->co_ref = LUA_NOREF;
 }
@@ -278,10 +260,8 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   s = arbor__auto_exit(pn, s);
   int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
   int failed = s == ARBOR_DEAD && !declared;
-  if (!failed) pn->pflags &= (uint16_t)~PN_TRACE;
-  int kept = (pn->pflags & PN_TRACE) != 0; /* the coroutine has the trace */
   dequeue(pn);
-  arbor__close_coroutine(e, pn);
+  close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
   if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn, s);
   arbor_sched_disarm(&e->sched, &pn->wake);
@@ -292,7 +272,6 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
     arbor__record_failure(e, pn);
     arbor_str_set(&pn->error, reason);
     arbor_str_set(&pn->trace, trace);
-    if (!kept) arbor__drop_trace(e, pn); /* an older failure's */
   } else if (s == ARBOR_CANCELED && reason && !declared) {
     arbor_str_set(&pn->error, reason);
   }
@@ -491,14 +470,13 @@ static void hook_detached(arbor_node *n, void *ud) {
     pn->stop = NULL;
   }
   unlink_ready(e, pn);
-  arbor__close_coroutine(e, pn);
+  close_coroutine(e, pn);
   arbor_engine_unref_fn(e, pn->fn_ref);
   arbor_engine_unref_fn(e, pn->policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
   pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   arbor_str_set(&pn->error, NULL);
   arbor_str_set(&pn->trace, NULL);
-  arbor__drop_trace(e, pn);
   if (pn->failures) {
     luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
     arbor_window_list_free(pn->failures->windows);
@@ -720,12 +698,11 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     return;
   }
-  /* the coroutine died (or was stopped): its stack stays intact for the
-     traceback */
+  /* the coroutine died (or was stopped): its traceback is read before
+     node_exit resets it */
   arbor_str *msg = arbor__error_message(e, co, pn);
-  pn->pflags |= PN_TRACE;
   if (runaway && status != LUA_YIELD) pn->pflags |= PN_NOPOOL;
-  arbor__node_exit(e, pn, ARBOR_DEAD, msg, NULL);
+  arbor__node_exit(e, pn, ARBOR_DEAD, msg, arbor__traceback(co, pn));
 }
 
 /* The single drain point: resumes the incarnations that were ready when it
