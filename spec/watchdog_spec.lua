@@ -9,27 +9,14 @@
 -- The spin that catches the watchdog's first error and loops again.
 local ESCAPE = "pcall(function() while true do end end) while true do end"
 
--- Runs src (with ESCAPE defined) in a fresh lua5.4 that finds the same
--- modules as this busted; returns its exit code and output.
+local support = require "support"
+
+-- Runs src in a child lua5.4 (with ESCAPE, testing, policy and arbor
+-- defined); returns its output.
 local function isolated(src)
-  local path = os.tmpname()
-  local f = assert(io.open(path, "w"))
-  f:write(string.format("package.path = %q\npackage.cpath = %q\n",
-    package.path, package.cpath))
-  f:write(string.format("ESCAPE = %q\n", ESCAPE))
-  f:write("testing = require 'arbor.testing'\npolicy = require 'arbor.policy'\n")
-  f:write("arbor = require 'arbor'\n")
-  f:write(src)
-  f:close()
-  local p = io.popen("timeout 60 lua5.4 " .. path .. " 2>&1; echo \"exit:$?\"")
-  local out = p:read("a")
-  p:close()
-  os.remove(path)
-  local code = tonumber(out:match("exit:(%d+)%s*$"))
-  out = out:gsub("exit:%d+%s*$", "")
-  assert(code ~= 124, "the engine froze (killed by timeout):\n" .. out)
-  assert(code == 0, "the child failed:\n" .. out)
-  return out
+  return support.isolated(string.format("ESCAPE = %q\n", ESCAPE)
+    .. "testing = require 'arbor.testing'\npolicy = require 'arbor.policy'\n"
+    .. "arbor = require 'arbor'\n" .. src)
 end
 
 -- The value printed by the child as `key=value`.
