@@ -195,10 +195,13 @@ describe("the watchdog cannot be escaped", function()
       h:advance(2)
       print("starts=" .. starts)
       print("error=" .. h:node("root.w").error)
+      print("log=" .. h:logs("root.w")[1].line)
       h:close()
     ]])
     assert.equal("3", field(out, "starts"))
     assert.matches("boom", field(out, "error"), 1, true)
+    assert.matches("^a <close> variable was stopped: ran %d+ ms %(limit 200 ms%)$",
+      field(out, "log"))
   end)
 
   it("formats an error whose __tostring loops or raises with a fixed text", function()

@@ -8,12 +8,13 @@ local function alive(pid)
   return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true
 end
 
--- Starts the stuck fixture, sends `sig` twice once it is stuck; returns the
--- exit status, the output and the supervised process's pid.
-local function stuck_then(sig)
+-- Starts the stuck fixture (in a FIFO's open, or in a __gc with `gc`),
+-- sends `sig` twice once it is stuck; returns the exit status, the output
+-- and the supervised process's pid.
+local function stuck_then(sig, gc)
   local dir = support.mktemp()
-  local marker, fifo = dir .. "/marker", dir .. "/fifo"
-  assert(os.execute("mkfifo " .. q(fifo)))
+  local marker, fifo = dir .. "/marker", gc and "gc" or dir .. "/fifo"
+  if not gc then assert(os.execute("mkfifo " .. q(fifo))) end
   local p = io.popen("sh -c 'echo $$; exec " .. bin .. " run --quiet "
     .. fixtures .. "stuck.lua " .. q(marker) .. " " .. q(fifo)
     .. " 2>&1'; echo \"exit:$?\"")
@@ -37,6 +38,11 @@ describe("a stuck engine", function()
     assert.equal(143, code, out)
     assert.matches("a second stop signal while the engine is stuck", out, 1, true)
     assert.is_true(support.eventually(function() return not alive(child) end))
+  end)
+
+  it("exits 143 on a second SIGTERM while a __gc loops", function()
+    local code, out = stuck_then("TERM", true)
+    assert.equal(143, code, out)
   end)
 
   it("exits 130 on a second SIGINT", function()
