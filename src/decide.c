@@ -23,7 +23,6 @@
    [-(nargs+1), +1, -]: pushes the result or the error message. */
 int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
   arbor_watch saved;
-  arbor_watchdog_busy();
   arbor_watchdog_push(&saved, L, e->budget,
                       "time budget exceeded: ran %d ms (limit %d ms)");
   int st = lua_pcall(L, nargs, 1, 0);

@@ -187,12 +187,13 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
 static void reset_thread(arbor_engine *e, pnode *pn, lua_State *co) {
   arbor_watch saved;
   arbor_watchdog_push(&saved, co, e->runaway,
-                      "stopped: ran %d ms (limit %d ms)");
-  lua_resetthread(co); /* leaves the last error on the stack */
-  if (arbor_watchdog_pop(&saved, co)) {
-    const char *msg = lua_tostring(co, -1);
-    arbor_str *line = arbor_str_fmt("a <close> variable was %s",
-                                    msg ? msg : "stopped");
+                      "a <close> variable was stopped: ran %d ms "
+                      "(limit %d ms)");
+  lua_resetthread(co); /* leaves the last error (the hook's) on the stack */
+  if (arbor_watchdog_pop(&saved, co) && lua_type(co, -1) == LUA_TSTRING) {
+    size_t len;
+    const char *msg = lua_tolstring(co, -1, &len);
+    arbor_str *line = arbor_str_new(msg, len);
     if (line) arbor_engine_log(e, pn, line);
     arbor_str_unref(line);
   }

@@ -132,7 +132,7 @@ static int l_slice(lua_State *L) {
 /* core.slice_close(co, budget) -> true | false, err: coroutine.close under a
    budget: co's pending <close> variables run, stopped past `budget`
    instructions. */
-static int l_close(lua_State *L) {
+static int l_slice_close(lua_State *L) {
   lua_State *co = lua_tothread(L, 1);
   luaL_argexpected(L, co, 1, "thread");
   long budget = (long)luaL_checkinteger(L, 2);
@@ -157,7 +157,7 @@ static int l_close(lua_State *L) {
 void arbor_open_slice(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"slice", l_slice},
-      {"slice_close", l_close},
+      {"slice_close", l_slice_close},
       {NULL, NULL},
   };
   luaL_setfuncs(L, funcs, 0);

@@ -26,7 +26,7 @@ local last_run       -- {ok, reason} of the last arbor.run
 -- ordered stop and its processes left to the guard: it raises there
 -- instead (docs/semantics.md T12), so the node fails like for any error.
 local exit = os.exit
-function os.exit(...) -- luacheck: ignore 122
+function os.exit(...)
   if core.current() or running_engine then
     local ctx = core.self()
     error((ctx and ctx.dn .. ": " or "") .. "os.exit is refused inside the "
