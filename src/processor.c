@@ -805,6 +805,7 @@ void arbor_engine_free(arbor_engine *e) {
   e->ready_head = e->ready_tail = NULL;
   e->ready_len = 0;
   arbor_tree_close(&e->tree);
+  arbor_watchdog_idle(); /* closing ran <close> variables and defers */
   arbor_ring_close(&e->ring);
   if (e->outbox.ev) arbor_ring_close(&e->outbox);
   arbor_sched_close(&e->sched);
