@@ -58,4 +58,27 @@ function M.each_node(tree, out)
   return out
 end
 
+--- Runs the Lua chunk src in a fresh lua5.4 that finds the same modules as
+-- this busted, under timeout(1), so code that could freeze or end the
+-- process fails a spec instead of hanging or ending the suite. Returns its
+-- output (stdout and stderr); raises when it froze or exited with another
+-- status than `status` (default 0).
+function M.isolated(src, status)
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(string.format("package.path = %q\npackage.cpath = %q\n",
+    package.path, package.cpath))
+  f:write(src)
+  f:close()
+  local p = io.popen("timeout 60 lua5.4 " .. path .. " 2>&1; echo \"exit:$?\"")
+  local out = p:read("a")
+  p:close()
+  os.remove(path)
+  local code = tonumber(out:match("exit:(%d+)%s*$"))
+  out = out:gsub("exit:%d+%s*$", "")
+  assert(code ~= 124, "the engine froze (killed by timeout):\n" .. out)
+  assert(code == (status or 0), "the child exited " .. tostring(code) .. ":\n" .. out)
+  return out
+end
+
 return M

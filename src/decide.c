@@ -1,5 +1,5 @@
 /* decide.c: restart decisions (T8, P1-P3): asking a node's policy (under
- * an instruction budget, with the default policy standing in for a faulty
+ * a time budget, with the default policy standing in for a faulty
  * one), acting on the decision, and escalation.
  */
 #include "internal.h"
@@ -23,7 +23,6 @@
    [-(nargs+1), +1, -]: pushes the result or the error message. */
 int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
   arbor_watch saved;
-  arbor_watchdog_busy();
   arbor_watchdog_push(&saved, L, e->budget,
                       "time budget exceeded: ran %d ms (limit %d ms)");
   int st = lua_pcall(L, nargs, 1, 0);
@@ -227,9 +226,10 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
                           "\"stop\" or \"escalate\")%s",
                           tn, shown, attempt ? "" : "; the default decides");
     } else {
-      const char *msg = lua_tostring(L, -1);
-      why = arbor_str_fmt("faulty policy: %s%s", msg ? msg : "(error)",
+      arbor_str *msg = arbor__error_message(e, L, NULL);
+      why = arbor_str_fmt("faulty policy: %s%s", msg ? msg->s : "(error)",
                           attempt ? "" : "; the default decides");
+      arbor_str_unref(msg);
       lua_pop(L, 1);
     }
     arbor_engine_event(e, pn, ARBOR_EV_POLICY, why);
@@ -260,7 +260,6 @@ static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
   arbor__record_failure(e, pn);
   arbor_str_set(&pn->error, why);
   arbor_str_set(&pn->trace, NULL);
-  arbor__drop_trace(e, pn);
   pn->n.flags |= ARBOR_F_DECLARED;
   arbor__set_reason(e, arbor_str_ref(why));
   arbor_tree_set_state(&pn->n, ARBOR_DEAD);

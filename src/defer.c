@@ -66,8 +66,9 @@ void arbor__run_defers(arbor_engine *e, pnode *pn) {
       lua_pop(L, 1);
       continue;
     }
-    const char *msg = lua_tostring(L, -1);
-    arbor_str *line = arbor_str_fmt("ctx:defer: %s", msg ? msg : "(error)");
+    arbor_str *msg = arbor__error_message(e, L, NULL);
+    arbor_str *line = arbor_str_fmt("ctx:defer: %s", msg ? msg->s : "(error)");
+    arbor_str_unref(msg);
     if (line) arbor_engine_log(e, pn, line);
     arbor_str_unref(line);
     lua_pop(L, 1);

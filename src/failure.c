@@ -61,15 +61,18 @@ arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn) {
   size_t len;
   if (lua_type(co, -1) == LUA_TSTRING) {
     const char *s = lua_tolstring(co, -1, &len);
-    return str_reuse(pn->error, s, len);
+    return str_reuse(pn ? pn->error : NULL, s, len);
   }
   lua_State *L = e->L;
   if (luaL_getmetafield(co, -1, "__tostring") != LUA_TNIL) {
     lua_pop(co, 1);
-    lua_pushcfunction(L, tostring_k);
     lua_pushvalue(co, -1);
-    lua_xmove(co, L, 1);
-    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_type(L, -1) == LUA_TSTRING) {
+    lua_xmove(co, L, 1); /* nothing to move when co is L */
+    lua_pushcfunction(L, tostring_k);
+    lua_insert(L, -2);
+    /* user code: under the budget of policies */
+    if (arbor__budget_call(e, L, 1) == LUA_OK &&
+        lua_type(L, -1) == LUA_TSTRING) {
       const char *s = lua_tolstring(L, -1, &len);
       arbor_str *r = arbor_str_new(s, len);
       lua_pop(L, 1);
@@ -112,10 +115,11 @@ static void sb_int(sbuf *sb, int v) {
   sb_add(sb, tmp + i, sizeof tmp - i);
 }
 
-/* The traceback of a dead coroutine, in luaL_traceback's format but without
-   its search of package.loaded for function names (and without printf),
-   which would cost more than the rest of a restart. */
-static arbor_str *traceback(lua_State *co, pnode *pn) {
+/* The traceback of a dead (or stopped) coroutine, in luaL_traceback's
+   format but without its search of package.loaded for function names (and
+   without printf), which would cost more than the rest of a restart. A
+   crash loop repeats its traceback: pn's last one is shared when equal. */
+arbor_str *arbor__traceback(lua_State *co, pnode *pn) {
   sbuf sb;
   sb.n = 0;
   lua_Debug ar;
@@ -152,13 +156,4 @@ static arbor_str *traceback(lua_State *co, pnode *pn) {
     }
   }
   return str_reuse(pn->trace, sb.b, sb.n);
-}
-
-arbor_str *arbor__node_trace(arbor_engine *e, pnode *pn) {
-  pnode_hist *h = pn->failures;
-  if (!pn->trace && h && h->dead_co) {
-    pn->trace = traceback(h->dead_co, pn);
-    arbor__drop_trace(e, pn);
-  }
-  return pn->trace;
 }

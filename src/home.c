@@ -13,6 +13,7 @@
 
 #include "exec.h"
 #include "internal.h"
+#include "watchdog.h"
 
 static const char home_key = 'h';
 
@@ -42,11 +43,16 @@ static int home_gc(lua_State *L) {
 
 /* luv's callback runner: an error in a luv callback is printed on stderr
    (logged on the root when a tree is being resumed) instead of luv's
-   default, which exits the process. */
+   default, which exits the process. The callback runs under the tree's
+   runaway limit (T7). */
 static int luv_pcall(lua_State *L, int nargs, int nresults, int flags) {
   (void)flags;
   int base = lua_gettop(L) - nargs;
+  arbor_watch saved;
+  arbor_watchdog_push(&saved, L, arbor_watchdog_loop_limit(),
+                      "luv callback stopped: ran %d ms (limit %d ms)");
   int status = lua_pcall(L, nargs, nresults < 0 ? LUA_MULTRET : nresults, 0);
+  arbor_watchdog_pop(&saved, L);
   if (status == LUA_OK) return lua_gettop(L) - base + 1;
   const char *msg = lua_tostring(L, -1);
   arbor_str *line = arbor_str_fmt("luv callback error: %s",

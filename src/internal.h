@@ -68,12 +68,11 @@ void arbor_push_gap_table(lua_State *L, uint64_t first, uint64_t last,
 /* defer.c: runs what ctx:defer recorded for pn's incarnation. */
 void arbor__run_defers(arbor_engine *e, pnode *pn);
 
-/* failure.c */
+/* failure.c: the error value on top of co as a message (its __tostring
+   runs under the budget of policies); pn, if any, is the node it may
+   repeat the last error of. */
 arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
-/* pn's traceback (formatted now from the kept coroutine, if not yet), or
-   NULL. */
-arbor_str *arbor__node_trace(arbor_engine *e, pnode *pn);
-/* processor.c: forgets the coroutine kept for pn's traceback. */
-void arbor__drop_trace(arbor_engine *e, pnode *pn);
+/* The traceback of co, which died of an error or was stopped. */
+arbor_str *arbor__traceback(lua_State *co, pnode *pn);
 
 #endif

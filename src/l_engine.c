@@ -348,7 +348,7 @@ static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
   double now = arbor_engine_now(e);
   push_summary(L, pn, 16);
   setint(L, "consecutive", pn->consecutive);
-  setstr(L, "traceback", arbor__node_trace(e, pn));
+  setstr(L, "traceback", pn->trace);
   setbool(L, "retired", (n->lc & ARBOR_LC_RETIRED) != 0);
   setbool(L, "running", arbor_node_running(n));
   setbool(L, "canceled", arbor_node_canceled(n));

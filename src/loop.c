@@ -158,8 +158,10 @@ static void call_sub(arbor_engine *e, size_t i) {
     lua_pop(L, 1);
     return;
   }
+  arbor_str *msg = arbor__error_message(e, L, NULL);
   arbor_str *why = arbor_str_fmt("on_event subscriber removed: %s",
-                                 lua_tostring(L, -1));
+                                 msg ? msg->s : "(error)");
+  arbor_str_unref(msg);
   lua_pop(L, 1);
   remove_sub(e, &e->subs[i]); /* the call may have moved the array */
   arbor_engine_log(e, (pnode *)e->tree.root, why);
@@ -278,6 +280,7 @@ void arbor__kill_all(arbor_engine *e) {
 
 static void on_signal(uv_signal_t *h, int signum) {
   arbor_engine *e = h->data;
+  arbor_watchdog_signal_handled();
   arbor__step_begin(e);
   if (e->stop_requested && signum == SIGINT) {
     e->interrupted = 1;
@@ -317,11 +320,16 @@ void arbor_engine_run(arbor_engine *e) {
   if (e->signals) {
     uv_signal_start(&e->sigint, on_signal, SIGINT);
     uv_signal_start(&e->sigterm, on_signal, SIGTERM);
+    arbor_watchdog_signals_on(); /* a stuck loop still ends (T12) */
   }
+  double loop_limit = arbor_watchdog_loop_limit();
+  arbor_watchdog_set_loop_limit(e->runaway); /* luv callbacks */
   pump(e);
   if (!arbor_engine_finished(e) && !e->interrupted)
     uv_run(e->loop, UV_RUN_DEFAULT);
+  arbor_watchdog_set_loop_limit(loop_limit);
   uv_check_stop(&e->check);
+  if (e->signals) arbor_watchdog_signals_off();
   uv_signal_stop(&e->sigint);
   uv_signal_stop(&e->sigterm);
   uv_timer_stop(&e->timer);

@@ -4,7 +4,8 @@
  * (lua/arbor/client.lua).
  *
  * Exit codes: 0 the tree stopped cleanly, 1 the tree gave up, 2 a script or
- * usage error, 130 interrupted by a second SIGINT.
+ * usage error, 130 interrupted by a second SIGINT, 143 a second SIGTERM
+ * while the engine was stuck in one step (watchdog.c).
  */
 #include <lauxlib.h>
 #include <lualib.h>
@@ -29,9 +30,11 @@ static const char usage[] =
     "\n"
     "Runs the supervisor SCRIPT: it calls arbor.run(root) or returns a root\n"
     "runnable. SIGINT or SIGTERM stops the tree in order; a second SIGINT\n"
-    "kills it at once. The running tree serves a control socket (by default\n"
-    "$XDG_RUNTIME_DIR/arbor/SCRIPT.sock, /run/arbor/SCRIPT.sock as root) for\n"
-    "`arbor repl` and `arbor ctl` (`arbor ctl --help` lists the commands).\n"
+    "kills it at once, and so does a second SIGINT or SIGTERM while the\n"
+    "engine is stuck in one step. The running tree serves a control socket\n"
+    "(by default $XDG_RUNTIME_DIR/arbor/SCRIPT.sock, /run/arbor/SCRIPT.sock\n"
+    "as root) for `arbor repl` and `arbor ctl` (`arbor ctl --help` lists the\n"
+    "commands).\n"
     "\n"
     "  --quiet        do not print events and logs on stderr\n"
     "  --control PATH serve the control socket at PATH (default: $ARBOR_CONTROL\n"
@@ -42,7 +45,7 @@ static const char usage[] =
     "                 process groups\n"
     "\n"
     "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
-    "error, 130 interrupted.\n";
+    "error, 130 interrupted (second SIGINT), 143 second SIGTERM while stuck.\n";
 
 /* Set by msghandler when the error was an object with __tostring: a
    message for the user (arbor.run raises one when another arbor serves its

@@ -182,16 +182,39 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
   free(todo);
 }
 
+/* Resets co, which runs its pending <close> variables: user code, on the
+   engine's thread, so under the runnable's own limit. One that had to be
+   stopped is logged on pn. */
+static void reset_thread(arbor_engine *e, pnode *pn, lua_State *co) {
+  arbor_watch saved;
+  arbor_watchdog_push(&saved, co, e->runaway,
+                      "a <close> variable was stopped: ran %d ms "
+                      "(limit %d ms)");
+  lua_resetthread(co); /* leaves the last error (the hook's) on the stack */
+  if (arbor_watchdog_pop(&saved, co) && lua_type(co, -1) == LUA_TSTRING) {
+    size_t len;
+    const char *msg = lua_tolstring(co, -1, &len);
+    arbor_str *line = arbor_str_new(msg, len);
+    if (line) arbor_engine_log(e, pn, line);
+    arbor_str_unref(line);
+  }
+}
+
 /* Keeps a finished coroutine's thread for a later incarnation (up to
    ARBOR_THREAD_POOL), which spares the allocator and the GC, or lets Lua
    collect it. A thread that returned is as good as new once emptied; one
    that is suspended (a forced close) or died of an error is reset first,
-   which runs its pending <close> variables. */
-static void release_thread(arbor_engine *e, lua_State *co, int ref) {
+   which runs its pending <close> variables. A thread that may have hooks
+   disabled (Lua 5.4 leaves them off in a coroutine killed by an error
+   raised in a hook) or that has a hook of its own is not reused: the next
+   incarnation could tell, and the watchdog could not stop it. */
+static void release_thread(arbor_engine *e, pnode *pn, lua_State *co,
+                           int ref, int poolable) {
   if (lua_status(co) != LUA_OK) /* suspended, or dead of an error */
-    lua_resetthread(co);         /* returns the error the thread died with */
-  lua_settop(co, 0);             /* which it leaves on the stack */
-  if (e->npool < ARBOR_THREAD_POOL && !e->closing) {
+    reset_thread(e, pn, co);
+  lua_settop(co, 0);
+  if (poolable && !lua_gethook(co) && e->npool < ARBOR_THREAD_POOL &&
+      !e->closing) {
     e->pool[e->npool].co = co;
     e->pool[e->npool].ref = ref;
     e->npool++;
@@ -204,33 +227,17 @@ static pnode_hist *hist(pnode *pn) {
   if (!pn->failures) {
     pn->failures = calloc(1, sizeof *pn->failures);
     if (!pn->failures) return NULL;
-    pn->failures->memory_ref = pn->failures->dead_ref = LUA_NOREF;
+    pn->failures->memory_ref = LUA_NOREF;
   }
   return pn->failures;
 }
 
-void arbor__drop_trace(arbor_engine *e, pnode *pn) {
-  pnode_hist *h = pn->failures;
-  if (!h || !h->dead_co) return;
-  release_thread(e, h->dead_co, h->dead_ref);
-  h->dead_co = NULL;
-  h->dead_ref = LUA_NOREF;
-}
-
-/* Ends the incarnation's coroutine. One that died of an error (PN_TRACE)
-   is kept, its stack intact, in place of the one kept before: its
-   traceback is formatted only if someone reads it (arbor__node_trace). */
-void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
+/* Ends the incarnation's coroutine: its pending <close> variables run now,
+   before the node's defers, its policy and its next incarnation. */
+static void close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
-  pnode_hist *h = (pn->pflags & PN_TRACE) ? hist(pn) : NULL;
-  pn->pflags &= (uint16_t)~PN_TRACE;
-  if (h) {
-    arbor__drop_trace(e, pn);
-    h->dead_co = pn->co;
-    h->dead_ref = pn->co_ref;
-  } else {
-    release_thread(e, pn->co, pn->co_ref);
-  }
+  release_thread(e, pn, pn->co, pn->co_ref, !(pn->pflags & PN_NOPOOL));
+  pn->pflags &= (uint16_t)~PN_NOPOOL;
   pn->co = NULL;
   pn->co_ref = LUA_NOREF;
 }
@@ -255,10 +262,8 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   s = arbor__auto_exit(pn, s);
   int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
   int failed = s == ARBOR_DEAD && !declared;
-  if (!failed) pn->pflags &= (uint16_t)~PN_TRACE;
-  int kept = (pn->pflags & PN_TRACE) != 0; /* the coroutine has the trace */
   dequeue(pn);
-  arbor__close_coroutine(e, pn);
+  close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
   if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn, s);
   arbor_sched_disarm(&e->sched, &pn->wake);
@@ -269,7 +274,6 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
     arbor__record_failure(e, pn);
     arbor_str_set(&pn->error, reason);
     arbor_str_set(&pn->trace, trace);
-    if (!kept) arbor__drop_trace(e, pn); /* an older failure's */
   } else if (s == ARBOR_CANCELED && reason && !declared) {
     arbor_str_set(&pn->error, reason);
   }
@@ -469,14 +473,13 @@ static void hook_detached(arbor_node *n, void *ud) {
     pn->stop = NULL;
   }
   unlink_ready(e, pn);
-  arbor__close_coroutine(e, pn);
+  close_coroutine(e, pn);
   arbor_engine_unref_fn(e, pn->fn_ref);
   arbor_engine_unref_fn(e, pn->policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
   pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
   arbor_str_set(&pn->error, NULL);
   arbor_str_set(&pn->trace, NULL);
-  arbor__drop_trace(e, pn);
   if (pn->failures) {
     luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
     arbor_window_list_free(pn->failures->windows);
@@ -639,7 +642,8 @@ void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
     lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
     lua_pushlstring(L, line->s, line->len);
     lua_pushnumber(L, arbor__step_time(e));
-    if (lua_pcall(L, 3, 0, 0) != LUA_OK) lua_pop(L, 1);
+    arbor__budget_call(e, L, 3); /* user code: bounded like a policy */
+    lua_pop(L, 1);
   }
 }
 
@@ -665,10 +669,13 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   e->resumes++;
   arbor_watchdog_enter(co, e->runaway);
   int status = lua_resume(co, e->L, nargs, &nres);
-  arbor_watchdog_leave(co);
+  int runaway = arbor_watchdog_leave(co);
   e->current = prev;
   if (!(pn->pflags & PN_STEPPED)) arbor__lc_stepped(e, pn);
-  if (status == LUA_YIELD) {
+  if (runaway && status == LUA_YIELD) { /* the watchdog's hook yielded */
+    lua_pop(co, nres);
+    arbor_watchdog_push_error(co);
+  } else if (status == LUA_YIELD) {
     lua_pop(co, nres);
     if (pn->wait == WAIT_NONE) arbor__enqueue(e, pn); /* a plain coroutine.yield() */
     return;
@@ -693,10 +700,11 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     return;
   }
-  /* the coroutine died: its stack stays intact for the traceback */
+  /* the coroutine died (or was stopped): its traceback is read before
+     node_exit resets it */
   arbor_str *msg = arbor__error_message(e, co, pn);
-  pn->pflags |= PN_TRACE;
-  arbor__node_exit(e, pn, ARBOR_DEAD, msg, NULL);
+  if (runaway && status != LUA_YIELD) pn->pflags |= PN_NOPOOL;
+  arbor__node_exit(e, pn, ARBOR_DEAD, msg, arbor__traceback(co, pn));
 }
 
 /* The single drain point: resumes the incarnations that were ready when it
@@ -799,6 +807,7 @@ void arbor_engine_free(arbor_engine *e) {
   e->ready_head = e->ready_tail = NULL;
   e->ready_len = 0;
   arbor_tree_close(&e->tree);
+  arbor_watchdog_idle(); /* closing ran <close> variables and defers */
   arbor_ring_close(&e->ring);
   if (e->outbox.ev) arbor_ring_close(&e->outbox);
   arbor_sched_close(&e->sched);

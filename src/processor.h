@@ -41,8 +41,8 @@ enum {
   PN_RETURNED = 1u << 7, /* the last incarnation returned without done */
   PN_AUTODONE = 1u << 8, /* ending DONE by auto_shutdown (strategy.c) */
   PN_PROCS = 1u << 9,    /* the incarnation started processes (exec.c) */
-  PN_TRACE = 1u << 10,   /* died of an error: keep the coroutine for its
-                            traceback (arbor__close_coroutine) */
+  PN_NOPOOL = 1u << 10,  /* its thread may have hooks disabled (it died of
+                            the watchdog's error): not reused */
 };
 
 /* Per-node strategy flags (pnode.gflags), set when the node is created:
@@ -82,10 +82,6 @@ typedef struct pnode_hist {
   uint64_t count;  /* failures recorded so far */
   int memory_ref;  /* LUA_NOREF until a policy reads ev.memory */
   struct arbor_window_list *windows; /* intensity windows, by period */
-  lua_State *dead_co; /* the coroutine of the last failure, kept (its stack
-                         intact) until its traceback is read or the next
-                         failure: the traceback is formatted only if read */
-  int dead_ref;
 } pnode_hist;
 
 /* What a node needs while it is being stopped, made at its first stop:

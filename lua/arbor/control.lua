@@ -17,6 +17,9 @@ local M = {}
 
 local QUANTUM = 10000        -- instructions per slice
 local SLICE_NS = 2000000     -- evaluation time per loop turn (2 ms)
+-- Instructions for the <close> variables of an evaluation that ended, and
+-- for the __tostring of an evaluation's error: user code too.
+local CLEANUP = 1000000
 --- Instructions one evaluation may run, unless the request or the session
 -- sets another budget.
 M.default_budget = 100000000
@@ -234,7 +237,7 @@ function M.serve(e, path, opts)
     clients[ev.cid].evals[ev.rid] = nil
     unqueue(ev)
     if ev.follow_key then unfollow(ev.follow_key) end
-    coroutine.close(ev.co)
+    core.slice_close(ev.co, CLEANUP)
   end
 
   -- An evaluation's values, rendered for its reply (r as step() has it):
@@ -276,6 +279,20 @@ function M.serve(e, path, opts)
     srv:send(ev.cid, frame)
   end
 
+  -- The text of an evaluation's error: a string, else the value printed,
+  -- its __tostring run under a budget of its own.
+  local function error_text(err)
+    if type(err) == "string" then return err end
+    local co, left, kind, used, text = coroutine.create(pretty.pretty), CLEANUP
+    repeat
+      kind, used, text = core.slice(co, QUANTUM, left, err)
+      left = left - used
+    until kind ~= "slice"
+    core.slice_close(co, CLEANUP)
+    if kind == "return" then return text end
+    return "(error object is a " .. type(err) .. " value whose __tostring failed)"
+  end
+
   local function eval_error(ev, msg, extra)
     if ev.rendering then msg = "printing the result: " .. msg end
     local t = extra or {}
@@ -288,18 +305,17 @@ function M.serve(e, path, opts)
   local function step(ev, deadline)
     while true do
       current = ev
-      local r = table.pack(core.slice(ev.co, QUANTUM))
+      local r = table.pack(core.slice(ev.co, QUANTUM, ev.budget - ev.used))
       current = nil
+      ev.used = ev.used + r[2]
+      r = table.move(r, 3, r.n, 2, {r[1], n = r.n - 1}) -- kind, values...
       local kind = r[1]
-      if kind == "slice" then
-        ev.used = ev.used + QUANTUM
-        if ev.used > ev.budget then
-          eval_error(ev, string.format(
-            "evaluation stopped: instruction budget of %d exceeded (a runaway "
-            .. "loop? budget(n) raises it for this session)", ev.budget),
-            {budget = true})
-          return false
-        end
+      if kind == "budget" then
+        eval_error(ev, string.format(
+          "evaluation stopped: instruction budget of %d exceeded (a runaway "
+          .. "loop? budget(n) raises it for this session)", ev.budget),
+          {budget = true})
+        return false
       elseif kind == "yield" then
         if r[2] == WAIT then -- watch(): parked until interrupted
           unqueue(ev)
@@ -309,9 +325,8 @@ function M.serve(e, path, opts)
       elseif kind == "return" then
         eval_done(ev, r)
         return false
-      else
-        local err = r[2]
-        eval_error(ev, type(err) == "string" and err or pretty.pretty(err))
+      elseif kind == "error" then
+        eval_error(ev, error_text(r[2]))
         return false
       end
       if core.hrtime() >= deadline then return true end

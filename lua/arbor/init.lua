@@ -22,6 +22,22 @@ local running_engine -- the engine of the arbor.run in progress
 local cli            -- set by the arbor binary: {quiet, control, script, default}
 local last_run       -- {ok, reason} of the last arbor.run
 
+-- os.exit while the engine runs user code (a runnable, a policy, a
+-- subscriber, a defer, an evaluation) would end arbor at once, with no
+-- ordered stop and its processes left to the guard: it raises there
+-- instead (docs/semantics.md T12), so the node fails like for any error.
+local exit = os.exit
+function os.exit(...)
+  if core.current() or running_engine then
+    local ctx = core.self()
+    error((ctx and ctx.dn .. ": " or "") .. "os.exit is refused inside the "
+      .. "tree: it would end arbor at once, without stopping the tree in "
+      .. "order; call arbor.stop() (arbor.run then returns, and the script "
+      .. "may exit)", 2)
+  end
+  return exit(...)
+end
+
 --- The engine that calling code belongs to: the one resuming it now, else
 -- the one arbor.run is running.
 local function engine(level)
