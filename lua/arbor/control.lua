@@ -535,6 +535,26 @@ function M.serve(e, path, opts)
     e:stop()
   end
 
+  -- Completion runs no code of the session's values: it reads tables raw
+  -- and follows only __index tables (a __index or __pairs function could
+  -- loop, and completion runs outside any evaluation's budget).
+  local function index_table(v)
+    local mt = debug.getmetatable(v)
+    local idx = type(mt) == "table" and rawget(mt, "__index")
+    return type(idx) == "table" and idx or nil
+  end
+
+  local function raw_field(v, k)
+    for _ = 1, 8 do
+      if type(v) == "table" then
+        local x = rawget(v, k)
+        if x ~= nil then return x end
+      end
+      v = index_table(v)
+      if not v then return nil end
+    end
+  end
+
   -- Completion: names (helpers, the session's variables, globals, fields of
   -- tables after a dot or colon) or, inside a string, DNs.
   function ops.complete(cid, rid, req)
@@ -559,28 +579,35 @@ function M.serve(e, path, opts)
       if not path then
         last = text
         for _, t in ipairs({c.session.helpers, c.session.env, _G}) do
-          for k in pairs(t) do
+          for k in next, t do
             if type(k) == "string" and k:sub(1, #last) == last then add(k) end
           end
         end
       else
-        local ok, obj = pcall(function()
-          local v = c.session.env
-          for part in path:gmatch("[^%.:]+") do v = v[part] end
-          return v
-        end)
-        local t = ok and obj
-        if type(t) ~= "table" and ok and obj ~= nil then
-          local mt = getmetatable(obj)
-          t = type(mt) == "table" and type(mt.__index) == "table" and mt.__index or nil
+        local v, first = nil, true
+        for part in path:gmatch("[^%.:]+") do
+          if first then
+            v = rawget(c.session.env, part)
+            if v == nil then v = rawget(c.session.helpers, part) end
+            if v == nil then v = rawget(_G, part) end
+            first = false
+          else
+            v = raw_field(v, part)
+          end
+          if v == nil then break end
         end
-        if type(t) == "table" then
-          for k, v in pairs(t) do
-            if type(k) == "string" and k:sub(1, #last) == last and
-                (sep == "." or type(v) == "function") then
-              add(path .. sep .. k)
+        -- the fields of v, then of its __index tables (methods)
+        for _ = 1, 8 do
+          if type(v) == "table" then
+            for k, x in next, v do
+              if type(k) == "string" and k:sub(1, #last) == last and
+                  (sep == "." or type(x) == "function") then
+                add(path .. sep .. k)
+              end
             end
           end
+          v = index_table(v)
+          if not v then break end
         end
       end
     end

@@ -732,6 +732,34 @@ describe("protocol (C4)", function()
     assert.equal(0, (ctl(e, "status")))
   end)
 
+  it("completes without running the session's code (__index, __pairs)", function()
+    local c = assert(core.connect(e.sock))
+    -- one request on this connection (its session); nil when no reply came
+    -- within 10 s (a frozen engine)
+    local function ask(id, req)
+      req.id = id
+      assert(c:send(json.encode(req)))
+      local p = c:recv(10000)
+      return p and json.decode(p)
+    end
+    local r = ask(1, {op = "eval", code = [[
+      local mt = {__index = function() while true do end end,
+                  __pairs = function() while true do end end}
+      trap = setmetatable({field = 1}, mt)
+      obj = setmetatable({}, {__index = {method = function() end, size = 1}})
+      return true]]})
+    assert.is_true(r.ok, r.error)
+    local hostile = ask(2, {op = "complete", text = "trap.f"})
+    local nested = ask(3, {op = "complete", text = "trap.x.y"})
+    local inherited = ask(4, {op = "complete", text = "obj:m"})
+    c:close()
+    assert.is_table(hostile, "no reply: the completion froze the engine")
+    assert.same({"trap.field"}, hostile.matches)
+    assert.same({}, nested.matches)
+    assert.same({"obj:method"}, inherited.matches)
+    assert.equal(0, (ctl(e, "status")))
+  end)
+
   it("streams watch() until interrupted, also after a long computation", function()
     local conn = assert(client.open(e.sock))
     local id = assert(conn:send({op = "eval", code = "for i = 1, 3e6 do end watch()"}))
