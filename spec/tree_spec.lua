@@ -52,6 +52,84 @@ describe("T1 DNs", function()
     assert.is_nil(v)
     assert.matches("no node root.nope", err, 1, true)
   end)
+
+  -- A chain of `depth` nodes below the root, named level0001, level0002...
+  -- (DNs of about 10 bytes a level); each records its ctx.dn and what
+  -- arbor.node(ctx.dn) says from inside; the deepest runs `leaf`.
+  local function chain(depth, leaf, opts)
+    local seen = {}
+    local function level(d)
+      return function(c)
+        local view = arbor.node(c.dn)
+        seen[d] = {dn = c.dn, found = view and view.dn}
+        if d == depth then return leaf(c) end
+        c:run(string.format("level%04d", d + 1), level(d + 1), opts)
+        idle(c)
+      end
+    end
+    return level(0), seen
+  end
+
+  for _, depth in ipairs{600, 3000} do
+    it("gives every node of a " .. depth .. "-deep chain its whole DN", function()
+      local h = support.new()
+      local logged = {}
+      h.engine:set_log(function(dn, line) logged[#logged + 1] = {dn, line} end)
+      local misuse
+      local root, seen = chain(depth, function(c)
+        c:log("deep")
+        misuse = select(2, pcall(c.signal, c, "bogus"))
+        idle(c)
+      end)
+      h:start(root)
+      local expect, distinct = "root", {}
+      for d = 0, depth do
+        if d > 0 then expect = expect .. string.format(".level%04d", d) end
+        assert.equal(expect, seen[d].dn)
+        assert.equal(expect, seen[d].found)
+        assert.is_nil(distinct[seen[d].dn])
+        distinct[seen[d].dn] = true
+      end
+      assert.is_true(#expect > 1024 * (depth // 600))
+      local deepest = h:node(expect)
+      assert.equal(expect, deepest.dn)
+      assert.equal(string.format("level%04d", depth), deepest.name)
+      assert.equal(seen[depth - 1].dn, deepest.parent)
+      assert.equal("HEALTHY", deepest.state)
+      -- events, logs and error messages carry it whole
+      assert.equal(1, #h:events{dn = expect, to = "HEALTHY"})
+      assert.same({{expect, "deep"}}, logged)
+      assert.equal(expect .. ": unknown signal", misuse:sub(1, #expect + 16))
+      -- so do tree snapshots, in Lua and in JSON
+      local t = h:tree()
+      for _ = 1, depth do t = t.children[1] end
+      assert.equal(expect, t.dn)
+      local json = require("arbor.core").tree_json(h.engine, seen[depth - 1].dn)
+      assert.matches('"dn":"' .. expect .. '"', json, 1, true)
+      h:stop()
+    end)
+  end
+
+  it("puts whole DNs into policy events and escalation messages", function()
+    local h = support.new()
+    local depth, policy_dn = 150, nil
+    local root, seen = chain(depth, function(c)
+      c:signal("healthy")
+      c:sleep(1)
+      error("deep failure")
+    end, {policy = function(ev)
+      policy_dn = policy_dn or ev.dn -- the first decision is the deepest's
+      return ev.dn == policy_dn and "escalate" or "stop"
+    end})
+    h:start(root)
+    h:advance(1)
+    local deep, parent = seen[depth].dn, seen[depth - 1].dn
+    assert.is_true(#deep > 1024)
+    assert.equal(deep, policy_dn)
+    assert.equal("child " .. deep .. " escalated: ",
+      h:node(parent).error:sub(1, #deep + 18))
+    h:stop()
+  end)
 end)
 
 describe("T2 names", function()

@@ -535,12 +535,14 @@ static void json_str(luaL_Buffer *b, const char *s, size_t n) {
 
 /* One node's fields, as e:tree() has them, without the closing brace. */
 static void json_node(luaL_Buffer *b, pnode *pn, double now) {
-  char buf[ARBOR_DN_BUF], num[64];
+  char num[64];
   arbor_node *n = &pn->n;
-  luaL_addstring(b, "{\"dn\":");
-  const char *dn = arbor_dn(pn, buf, sizeof buf);
-  json_str(b, dn, strlen(dn));
-  luaL_addstring(b, ",\"name\":");
+  /* a DN is made of [A-Za-z0-9_.-]: nothing to escape */
+  size_t len = arbor_node_dn(n, NULL, 0);
+  luaL_addstring(b, "{\"dn\":\"");
+  arbor_node_dn(n, luaL_prepbuffsize(b, len + 1), len + 1);
+  luaL_addsize(b, len);
+  luaL_addstring(b, "\",\"name\":");
   json_str(b, n->name, strlen(n->name));
   luaL_addstring(b, ",\"state\":\"");
   luaL_addstring(b, arbor_state_name((arbor_state)n->state));

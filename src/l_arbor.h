@@ -8,7 +8,6 @@
 
 #define ARBOR_CTX_MT "arbor.Context"
 #define ARBOR_ENGINE_MT "arbor.Engine"
-#define ARBOR_DN_BUF 1024
 
 typedef struct arbor_child_opts {
   int policy_idx; /* stack index of the policy function, or 0 */
@@ -22,13 +21,15 @@ typedef struct arbor_child_opts {
    value at -1 of L) into o. Returns 0 when the key is not one of them;
    raises on a bad value. strategy.c's options, in l_strategy.c. */
 int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
-                       const char *where, const char *what);
+                       const pnode *where, const char *what);
 /* Raises when the options read make no sense together (what: "ctx:run",
    "ctx:group" or "start"). */
 void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
-                          const char *where, const char *what);
+                          const pnode *where, const char *what);
 
-const char *arbor_dn(pnode *pn, char *buf, size_t size);
+/* Raises "<pn's DN>: <message>" at the caller's position, as luaL_error
+   does (fmt as lua_pushfstring's); the DN is formed only on this path. */
+int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...);
 pnode *arbor_check_ctx(lua_State *L, int idx);
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);

@@ -125,7 +125,7 @@ static int l_start(lua_State *L) {
   if (!lua_isnoneornil(L, 5)) { /* the root's auto_shutdown */
     lua_pushliteral(L, "auto_shutdown");
     lua_pushvalue(L, 5);
-    arbor_strategy_opt(L, "auto_shutdown", &o, "root", "start");
+    arbor_strategy_opt(L, "auto_shutdown", &o, root, "start");
     lua_pop(L, 2);
   }
   int policy = lua_isnoneornil(L, 3) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 3);
@@ -261,9 +261,8 @@ static void setbool(lua_State *L, const char *k, int v) {
    lifecycle. */
 static void push_summary(lua_State *L, pnode *pn, int extra) {
   arbor_node *n = &pn->n;
-  char buf[ARBOR_DN_BUF];
   lua_createtable(L, 0, 10 + extra);
-  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+  arbor_push_dn(L, n);
   lua_setfield(L, -2, "dn");
   lua_pushstring(L, n->name);
   lua_setfield(L, -2, "name");
@@ -294,7 +293,6 @@ static void push_strategy_fields(lua_State *L, pnode *pn) {
   static const char *const autos[] = {NULL, "any_significant",
                                       "all_significant", NULL};
   arbor_node *n = &pn->n;
-  char buf[ARBOR_DN_BUF];
   if (pn->decision) {
     lua_pushstring(L, decisions[pn->decision]);
     lua_setfield(L, -2, "decision");
@@ -307,13 +305,13 @@ static void push_strategy_fields(lua_State *L, pnode *pn) {
       if (!c) break;
       d = c;
     } while (!arbor_node_running(d));
-    lua_pushstring(L, arbor_dn((pnode *)d, buf, sizeof buf));
+    arbor_push_dn(L, d);
     lua_setfield(L, -2, "waiting_for");
   }
   if ((n->flags & ARBOR_F_PENDING) && !arbor_timer_armed(&pn->wake)) {
     pnode *p = arbor_engine_waits_for(pn);
     if (p) {
-      lua_pushstring(L, arbor_dn(p, buf, sizeof buf));
+      arbor_push_dn(L, &p->n);
       lua_setfield(L, -2, "waiting_member");
     }
   }
@@ -334,7 +332,6 @@ static void push_strategy_fields(lua_State *L, pnode *pn) {
 /* [-0, +1, m] the fields of T13a for pn. */
 static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
   arbor_node *n = &pn->n;
-  char buf[ARBOR_DN_BUF];
   double now = arbor_engine_now(e);
   push_summary(L, pn, 16);
   setint(L, "consecutive", pn->consecutive);
@@ -357,7 +354,7 @@ static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
   setint(L, "live", n->live);
   push_strategy_fields(L, pn);
   if (n->parent) {
-    lua_pushstring(L, arbor_dn((pnode *)n->parent, buf, sizeof buf));
+    arbor_push_dn(L, n->parent);
     lua_setfield(L, -2, "parent");
   }
   lua_createtable(L, (int)n->nchildren, 0);
@@ -433,8 +430,7 @@ static void push_dn(arbor_engine *e, lua_State *L, pnode *pn) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->dn_ref);
     return;
   }
-  char buf[ARBOR_DN_BUF];
-  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+  arbor_push_dn(L, &pn->n);
   lua_pushvalue(L, -1);
   if (e->dn_ref == LUA_NOREF)
     e->dn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -626,9 +622,8 @@ static int l_logs(lua_State *L) {
 
 static void stuck_one(pnode *pn, void *ud) {
   lua_State *L = ud;
-  char buf[ARBOR_DN_BUF];
   lua_createtable(L, 0, 3);
-  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+  arbor_push_dn(L, &pn->n);
   lua_setfield(L, -2, "dn");
   setnum(L, "deadline", pn->stop->deadline.due);
   setint(L, "incarnation", (lua_Integer)pn->n.incarnation);

@@ -186,6 +186,13 @@ size_t arbor_node_dn(const arbor_node *n, char *buf, size_t size) {
   return total;
 }
 
+char *arbor_node_dn_dup(const arbor_node *n) {
+  size_t len = arbor_node_dn(n, NULL, 0);
+  char *s = malloc(len + 1);
+  if (s) arbor_node_dn(n, s, len + 1);
+  return s;
+}
+
 unsigned arbor_node_depth(const arbor_node *n) {
   unsigned d = 0;
   while (n->parent) {

@@ -123,8 +123,11 @@ arbor_node *arbor_tree_child(arbor_node *parent, const char *name, size_t len);
 /* Node by DN ("root", "root.a.b"), or NULL. */
 arbor_node *arbor_tree_find(arbor_tree *t, const char *dn, size_t len);
 /* Writes n's DN into buf (NUL-terminated, truncated to size) and returns its
-   full length. */
+   full length; buf may be NULL when size is 0. DNs have no length limit:
+   callers size the buffer by a first call. */
 size_t arbor_node_dn(const arbor_node *n, char *buf, size_t size);
+/* n's whole DN in a new malloc'd string, or NULL when out of memory. */
+char *arbor_node_dn_dup(const arbor_node *n);
 /* Depth: 0 for the root. */
 unsigned arbor_node_depth(const arbor_node *n);
 

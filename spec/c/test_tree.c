@@ -288,6 +288,42 @@ TEST(find_and_dn) {
   ASSERT_EQ(g_tree_released, 6);
 }
 
+TEST(dn_of_any_length) {
+  /* 2,000 levels of 64-byte names: a DN of 130,004 bytes, found and
+     formed whole */
+  arbor_tree t;
+  setup(&t);
+  enum { D = 2000 };
+  char name[65], *expect = malloc(4 + (size_t)D * 65 + 1);
+  ASSERT_NOT_NULL(expect);
+  size_t len = 4;
+  memcpy(expect, "root", 4);
+  arbor_node *n = t.root;
+  for (int d = 1; d <= D; d++) {
+    snprintf(name, sizeof name, "%064d", d);
+    n = add(n, name);
+    expect[len++] = '.';
+    memcpy(expect + len, name, 64);
+    len += 64;
+  }
+  expect[len] = '\0';
+  ASSERT_UINT_EQ(len, 4 + (size_t)D * 65);
+  ASSERT_UINT_EQ(arbor_node_dn(n, NULL, 0), len);
+  char *got = arbor_node_dn_dup(n);
+  ASSERT_NOT_NULL(got);
+  ASSERT_STR_EQ(got, expect);
+  ASSERT_PTR_EQ(arbor_tree_find(&t, expect, len), n);
+  ASSERT_PTR_EQ(arbor_tree_find(&t, expect, len - 65), n->parent);
+  ASSERT_NULL(arbor_tree_find(&t, expect, len - 66));
+  free(got);
+  got = arbor_node_dn_dup(n->parent);
+  ASSERT_UINT_EQ(strlen(got), len - 65);
+  ASSERT_MEM_EQ(got, expect, len - 65);
+  free(got);
+  free(expect);
+  arbor_tree_close(&t);
+}
+
 TEST(start_exit_live_counts) {
   arbor_tree t;
   setup(&t);
