@@ -110,6 +110,42 @@ describe("T1 DNs", function()
     end)
   end
 
+  -- Issue 13: restarting a 10,000-deep chain took 10 s, each start and exit
+  -- walking to the root. The engine counts the nodes its walks towards the
+  -- root visit (tree_steps): per node restarted it must not grow with depth.
+  it("restarts a deep chain in steps linear in its depth", function()
+    local per_node = {}
+    for _, depth in ipairs{500, 1000, 2000} do
+      local h = support.new()
+      local function level(d) -- reads no DN
+        return function(c)
+          if d < depth then
+            c:run("n" .. d + 1, level(d + 1), {policy = policy.immediate})
+          end
+          idle(c)
+        end
+      end
+      h:start(level(0))
+      local function restarted(act)
+        local before = h:stats().tree_steps
+        act()
+        assert.equal(depth + 1, h:stats().live)
+        return (h:stats().tree_steps - before) / depth
+      end
+      per_node[depth] = {
+        restarted(function() h:node("root"):restart() end),
+        restarted(function() h:fail("root.n1") end),
+      }
+      h:close()
+    end
+    for depth, steps in pairs(per_node) do
+      for i = 1, 2 do
+        assert(steps[i] <= 8, string.format("%.1f steps per node at depth %d",
+          steps[i], depth))
+      end
+    end
+  end)
+
   it("puts whole DNs into policy events and escalation messages", function()
     local h = support.new()
     local depth, policy_dn = 150, nil

@@ -647,8 +647,9 @@ static int l_stats(lua_State *L) {
   setint(L, "lifecycle_evaluations", (lua_Integer)e->lc_evals);
   setint(L, "lifecycle_moves", (lua_Integer)e->lc_moves);
   setint(L, "lifecycle_changes", (lua_Integer)e->lc_changes);
+  setint(L, "tree_steps", (lua_Integer)e->tree.steps);
   setint(L, "nodes", (lua_Integer)e->tree.nnodes);
-  setint(L, "live", e->tree.root->live);
+  setint(L, "live", (lua_Integer)e->tree.running);
   return 1;
 }
 

@@ -168,8 +168,10 @@ arbor_node *arbor_tree_find(arbor_tree *t, const char *dn, size_t len) {
 
 size_t arbor_node_dn(const arbor_node *n, char *buf, size_t size) {
   size_t total = 0;
-  for (const arbor_node *p = n; p; p = p->parent)
+  for (const arbor_node *p = n; p; p = p->parent) {
     total += p->namelen + (p->parent ? 1 : 0);
+    n->tree->steps++;
+  }
   if (size == 0) return total;
   size_t end = total < size - 1 ? total : size - 1;
   buf[end] = '\0';
@@ -212,7 +214,13 @@ void arbor_tree_start(arbor_node *n) {
   n->incarnation++;
   n->state = ARBOR_NEW;
   n->flags = (uint8_t)((n->flags & ARBOR_F_HELD) | ARBOR_F_RUNNING);
-  for (arbor_node *p = n; p; p = p->parent) p->live++;
+  n->tree->running++;
+  /* n's subtree was not live (its children are discarded): it now counts
+     in its parent, and so on up while a parent was not live either */
+  for (arbor_node *p = n; p; p = p->parent) {
+    n->tree->steps++;
+    if (p->live++ > 0) break;
+  }
 }
 
 void arbor_tree_exit(arbor_node *n, arbor_state s) {
@@ -223,7 +231,11 @@ void arbor_tree_exit(arbor_node *n, arbor_state s) {
     if (s == ARBOR_DEAD) n->flags |= ARBOR_F_CANCEL;
     if (n->tree->hooks.state) n->tree->hooks.state(n, from, n->tree->hooks.ud);
   }
-  for (arbor_node *p = n; p; p = p->parent) p->live--;
+  n->tree->running--;
+  for (arbor_node *p = n; p; p = p->parent) {
+    n->tree->steps++;
+    if (--p->live > 0) break;
+  }
 }
 
 void arbor_tree_set_state(arbor_node *n, arbor_state s) {
