@@ -506,7 +506,7 @@ static int l_runnable(lua_State *L) {
   size_t len;
   const char *dn = luaL_checklstring(L, 2, &len);
   arbor_node *n = arbor_tree_find(&e->tree, dn, len);
-  if (!n) return luaL_error(L, "no node %s", dn);
+  if (!n) return luaL_error(L, "no node %s", arbor_push_cut(L, dn, len));
   lua_rawgeti(L, LUA_REGISTRYINDEX, ((pnode *)n)->fn_ref);
   return 1;
 }
@@ -583,7 +583,8 @@ static int l_tree_json(lua_State *L) {
     size_t len;
     const char *dn = luaL_checklstring(L, 2, &len);
     top = arbor_tree_find(&e->tree, dn, len);
-    if (!top) return luaL_error(L, "no node %s", dn);
+    if (!top)
+      return luaL_error(L, "no node %s", arbor_push_cut(L, dn, len));
   }
   double now = arbor_engine_now(e);
   luaL_Buffer b;

@@ -27,6 +27,14 @@ int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
 void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
                           const pnode *where, const char *what);
 
+/* Error messages echo what a caller gave cut to its first ARBOR_CUT bytes:
+   a 10,000-character name is not worth 10,000 characters of message. */
+#define ARBOR_CUT 64
+/* Pushes s, or when longer than ARBOR_CUT bytes its first ones (not
+   splitting a UTF-8 sequence), "..." and its length; returns the pushed
+   string. [-0, +1, m] */
+const char *arbor_push_cut(lua_State *L, const char *s, size_t len);
+
 /* Raises "<pn's DN>: <message>" at the caller's position, as luaL_error
    does (fmt as lua_pushfstring's); the DN is formed only on this path. */
 int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...);

@@ -209,7 +209,8 @@ static int ctx_signal(lua_State *L) {
                           "ctx:signal(what): want \"healthy\" or \"done\", "
                           "got %s",
                           luaL_typename(L, 2));
-  const char *what = lua_tostring(L, 2);
+  size_t len;
+  const char *what = lua_tolstring(L, 2, &len);
   const char *bad = arbor_engine_signal(pn_engine(pn), pn, what);
   if (!bad) return 0;
   const char *state = arbor_state_name((arbor_state)pn->n.state);
@@ -226,7 +227,7 @@ static int ctx_signal(lua_State *L) {
   return arbor_dn_error(L, pn,
                         "unknown signal \"%s\" (want \"healthy\" or "
                         "\"done\")",
-                        what);
+                        arbor_push_cut(L, what, len));
 }
 
 static int ctx_log(lua_State *L) {
@@ -275,7 +276,7 @@ static void read_lifecycle_opt(lua_State *L, pnode *parent,
     arbor_dn_error(L, parent,
                    "%s: option 'lifecycle' must be \"prestart\", "
                    "\"poststart\", \"poststop\" or \"main\", got \"%s\"",
-                   what, v);
+                   what, arbor_push_cut(L, v, lua_rawlen(L, -1)));
   arbor_dn_error(L, parent,
                  "%s: option 'lifecycle' must be \"prestart\", "
                  "\"poststart\", \"poststop\" or \"main\", got %s",
@@ -284,14 +285,15 @@ static void read_lifecycle_opt(lua_State *L, pnode *parent,
 
 /* Raises when a child behind o's gate could never start now (L0). */
 static void check_gate(lua_State *L, pnode *parent, const arbor_child_opts *o,
-                       const char *what, const char *name) {
+                       const char *what, const char *name, size_t len) {
   const char *gate = arbor_lc_check_add(parent, o->lc);
   if (!gate) return;
   arbor_dn_error(L, parent,
                  "%s: cannot add %s child '%s': the coordinator is in state "
                  "%s and the %s gate never opens again in this incarnation "
                  "(L0)",
-                 what, gate, name, arbor_lc_state(parent), gate);
+                 what, gate, arbor_push_cut(L, name, len),
+                 arbor_lc_state(parent), gate);
 }
 
 /* Reads ctx:run / ctx:group options at idx into o. Raises on bad input. */
@@ -326,8 +328,10 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
     } else if (k && arbor_strategy_opt(L, k, o, parent, what)) {
       /* read */
     } else {
+      size_t len;
+      const char *s = k ? lua_tolstring(L, -2, &len) : luaL_typename(L, -2);
       arbor_dn_error(L, parent, "%s: unknown option '%s'", what,
-                     k ? k : luaL_typename(L, -2));
+                     k ? arbor_push_cut(L, s, len) : s);
     }
     lua_pop(L, 1);
   }
@@ -346,7 +350,8 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
 }
 
 /* Raises the T2 error for name under parent. */
-static void name_error(lua_State *L, pnode *parent, const char *name, int err) {
+static void name_error(lua_State *L, pnode *parent, const char *name,
+                       size_t len, int err) {
   if (err == ARBOR_EDUP)
     arbor_dn_error(L, parent,
                    "duplicate child name '%s' (T2: names are unique among "
@@ -356,7 +361,7 @@ static void name_error(lua_State *L, pnode *parent, const char *name, int err) {
     arbor_dn_error(L, parent,
                    "invalid child name '%s' (T2: a name matches "
                    "^[A-Za-z0-9_-]{1,64}$)",
-                   name);
+                   arbor_push_cut(L, name, len));
   if (err == ARBOR_EGONE) arbor_dn_error(L, parent, "the node was discarded");
   arbor_dn_error(L, parent, "out of memory");
 }
@@ -366,7 +371,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
                     int fn_idx, const arbor_child_opts *o) {
   int err = 0;
   pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
-  if (!c) name_error(L, parent, name, err);
+  if (!c) name_error(L, parent, name, len, err);
   arbor_engine *e = pn_engine(parent);
   c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
@@ -399,10 +404,10 @@ static int ctx_run(lua_State *L) {
     return arbor_dn_error(L, pn,
                           "ctx:run('%s', fn): the runnable must be a "
                           "function, got %s",
-                          name, luaL_typename(L, 3));
+                          arbor_push_cut(L, name, len), luaL_typename(L, 3));
   arbor_child_opts o;
   read_opts(L, 4, pn, &o, "ctx:run");
-  check_gate(L, pn, &o, "ctx:run", name);
+  check_gate(L, pn, &o, "ctx:run", name, len);
   launch(spawn(L, pn, name, len, 3, &o));
   return 0;
 }
@@ -432,16 +437,20 @@ static int ctx_group(lua_State *L) {
     if (!lua_isfunction(L, -1))
       return arbor_dn_error(L, pn,
                             "ctx:group: member '%s' must be a function, got %s",
-                            name, luaL_typename(L, -1));
-    if (!arbor_name_valid(name, len)) name_error(L, pn, name, ARBOR_EBADNAME);
-    if (arbor_tree_child(&pn->n, name, len)) name_error(L, pn, name, ARBOR_EDUP);
+                            arbor_push_cut(L, name, len), luaL_typename(L, -1));
+    if (!arbor_name_valid(name, len))
+      name_error(L, pn, name, len, ARBOR_EBADNAME);
+    if (arbor_tree_child(&pn->n, name, len))
+      name_error(L, pn, name, len, ARBOR_EDUP);
     count++;
     lua_pop(L, 1);
   }
   if (count == 0) return 0;
   lua_pushnil(L);
   lua_next(L, 2);
-  check_gate(L, pn, &o, "ctx:group", lua_tostring(L, -2));
+  size_t len;
+  const char *name = lua_tolstring(L, -2, &len);
+  check_gate(L, pn, &o, "ctx:group", name, len);
   lua_pop(L, 2);
   const char **names = lua_newuserdatauv(L, count * sizeof *names, 0);
   size_t i = 0;

@@ -230,7 +230,7 @@ static pnode *check_node(lua_State *L, arbor_engine *e, int idx) {
   size_t len;
   const char *dn = luaL_checklstring(L, idx, &len);
   arbor_node *n = arbor_tree_find(&e->tree, dn, len);
-  if (!n) luaL_error(L, "no node %s", dn);
+  if (!n) luaL_error(L, "no node %s", arbor_push_cut(L, dn, len));
   return (pnode *)n;
 }
 
@@ -374,7 +374,8 @@ static int l_node(lua_State *L) {
   arbor_node *n = arbor_tree_find(&e->tree, dn, len);
   if (!n) {
     lua_pushnil(L);
-    lua_pushfstring(L, "no node %s", dn);
+    lua_pushfstring(L, "no node %s", arbor_push_cut(L, dn, len));
+    lua_remove(L, -2);
     return 2;
   }
   push_node_fields(L, e, (pnode *)n);

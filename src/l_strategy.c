@@ -21,9 +21,11 @@ static int pick(lua_State *L, const char *const names[], const char *key,
     luaL_addchar(&b, '"');
   }
   luaL_pushresult(&b);
+  const char *got = v ? arbor_push_cut(L, v, lua_rawlen(L, -2))
+                      : luaL_typename(L, -2);
   arbor_dn_error(L, where, "%s: option '%s' must be one of %s, got %s%s%s",
-                 what, key, lua_tostring(L, -1), v ? "\"" : "",
-                 v ? v : luaL_typename(L, -2), v ? "\"" : "");
+                 what, key, lua_tostring(L, v ? -2 : -1), v ? "\"" : "", got,
+                 v ? "\"" : "");
   return 0;
 }
 

@@ -119,7 +119,7 @@ function NodeMethods.swap(self, fn, opts)
   end
   for k in pairs(opts or {}) do
     if k ~= "restart" then
-      error("swap " .. dn .. ": unknown option '" .. tostring(k) .. "'", 2)
+      error("swap " .. dn .. ": unknown option '" .. core.cut(k) .. "'", 2)
     end
   end
   e:swap(dn, fn, opts and opts.restart)
@@ -324,7 +324,7 @@ function M.run(root, opts)
   M._check_root_options("arbor.run", opts)
   for k in pairs(opts) do
     if not run_options[k] then
-      error("arbor.run: unknown option '" .. tostring(k) .. "'", 2)
+      error("arbor.run: unknown option '" .. core.cut(k) .. "'", 2)
     end
   end
   if opts.policy ~= nil and type(opts.policy) ~= "function" then

@@ -31,7 +31,7 @@ function M.new(opts)
   end
   for k in pairs(opts) do
     if not new_options[k] then
-      error("testing.new: unknown option '" .. tostring(k) .. "'", 2)
+      error("testing.new: unknown option '" .. core.cut(k) .. "'", 2)
     end
   end
   local e = core.engine{virtual = true, seed = opts.seed or 1,
