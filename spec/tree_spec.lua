@@ -713,6 +713,68 @@ describe("T13a node views", function()
     assert.equal("node(root.w HEALTHY)", tostring(w))
   end)
 
+  -- Issue 13: reading one field built the whole view, the names of all
+  -- children included. Lua's heap shows it: each read allocated them.
+  it("reads one field without building the others (100,000 children)", function()
+    local h = support.new()
+    local n = 100000
+    h:start(function(ctx)
+      ctx:run("p", function(p)
+        for i = 1, n do p:run("c" .. i, idle) end
+        idle(p)
+      end)
+      idle(ctx)
+    end)
+    local view = h:node("root.p")
+    collectgarbage()
+    collectgarbage("stop")
+    local function grown(reads, read)
+      local before = collectgarbage("count")
+      for _ = 1, reads do read() end
+      return (collectgarbage("count") - before) * 1024 -- bytes
+    end
+    local ten = grown(10, function() return view.state end)
+    if ten >= 1024 then collectgarbage("restart") end -- fails below, at once
+    assert(ten < 1024, ten .. " bytes for 10 reads")
+    local all = grown(n, function()
+      assert(view.state == "HEALTHY" and h:state("root.p") == "HEALTHY")
+    end)
+    local named = grown(1000, function() return tostring(view) end)
+    collectgarbage("restart")
+    assert(all < 64 * 1024, all .. " bytes for 100,000 reads")
+    assert(named < 1000 * 200, named .. " bytes for 1,000 tostring")
+    assert.equal(n, #view.children)
+  end)
+
+  it("reads each field singly as the whole view has it", function()
+    local h = support.new()
+    h:start(function(ctx)
+      ctx:group({a = idle, b = function(c)
+        c:signal("healthy")
+        c:sleep(1)
+        error("b broke")
+      end}, {strategy = "one_for_one", ordered = true})
+      ctx:run("pre", function(c) c:signal("healthy") c:signal("done") end,
+        {lifecycle = "prestart"})
+      idle(ctx)
+    end)
+    h:advance(1)
+    for _, dn in ipairs{"root", "root.a", "root.b", "root.pre"} do
+      local full = h.engine:node(dn)
+      for k, v in pairs(full) do
+        if k ~= "children" then
+          assert.equal(v, h.engine:node(dn, k), dn .. " " .. k)
+          assert.equal(v, h:node(dn)[k], dn .. " " .. k)
+        end
+      end
+      assert.same(full.children, h.engine:node(dn, "children"))
+      assert.is_nil(h.engine:node(dn, "nonsense"))
+    end
+    local none, err = h.engine:node("root.nope", "state")
+    assert.is_nil(none)
+    assert.equal("no node root.nope", err)
+  end)
+
   it("is the same through arbor.node inside a runnable", function()
     local h = testing.new{seed = 1}
     local seen

@@ -64,8 +64,7 @@ function Harness:now() return self.engine:now() end
 
 --- The state of the node at dn ("NEW", "HEALTHY", ...), or nil.
 function Harness:state(dn)
-  local n = self.engine:node(dn)
-  return n and n.state
+  return (self.engine:node(dn, "state"))
 end
 
 --- The node view of arbor.node(dn) (T13a), methods included.
