@@ -70,7 +70,7 @@ describe("T1 DNs", function()
     return level(0), seen
   end
 
-  for _, depth in ipairs{600, 2000} do
+  for _, depth in ipairs{600, 1500} do
     it("gives every node of a " .. depth .. "-deep chain its whole DN", function()
       local h = support.new()
       local logged = {}
@@ -98,7 +98,7 @@ describe("T1 DNs", function()
       assert.equal("HEALTHY", deepest.state)
       -- events, logs and error messages carry it whole
       local healthy = 0 -- among the last events (all of them would form
-      for _, ev in ipairs(h.engine:events(20)) do -- 20 MB of DNs)
+      for _, ev in ipairs(h.engine:events(20)) do -- megabytes of DNs)
         if ev.dn == expect and ev.to == "HEALTHY" then healthy = healthy + 1 end
       end
       assert.equal(1, healthy)

@@ -175,15 +175,14 @@ size_t arbor_node_dn(const arbor_node *n, char *buf, size_t size) {
   if (size == 0) return total;
   size_t end = total < size - 1 ? total : size - 1;
   buf[end] = '\0';
+  /* from the last name backwards; what lies past `end` is left out */
   size_t pos = total;
-  for (const arbor_node *p = n; p; p = p->parent) {
+  for (const arbor_node *p = n; p && pos > 0; p = p->parent) {
     pos -= p->namelen;
-    for (size_t i = 0; i < p->namelen; i++)
-      if (pos + i < end) buf[pos + i] = p->name[i];
-    if (p->parent) {
-      pos--;
-      if (pos < end) buf[pos] = '.';
-    }
+    if (pos < end)
+      memcpy(buf + pos, p->name,
+             end - pos < p->namelen ? end - pos : p->namelen);
+    if (p->parent && --pos < end) buf[pos] = '.';
   }
   return total;
 }
