@@ -472,9 +472,7 @@ static int l_tree(lua_State *L) {
 }
 
 /* [-0, +1, m] one event as a table. */
-/* Pushes pn's DN; the last one pushed is kept as a Lua string, since one
-   node's events come in runs (an exit, its policy, the restart). */
-static void push_dn(arbor_engine *e, lua_State *L, pnode *pn) {
+void arbor__push_dn(arbor_engine *e, lua_State *L, pnode *pn) {
   if (e->dn_pn == pn) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->dn_ref);
     return;
@@ -494,7 +492,7 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
   lua_createtable(L, 0, 8);
   setint(L, "seq", (lua_Integer)ev->seq);
   setnum(L, "time", ev->time);
-  push_dn(e, L, (pnode *)ev->node);
+  arbor__push_dn(e, L, (pnode *)ev->node);
   lua_setfield(L, -2, "dn");
   setint(L, "incarnation", (lua_Integer)ev->incarnation);
   lua_pushstring(L, kinds[ev->kind]);

@@ -640,7 +640,7 @@ void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
   if (e->log_ref != LUA_NOREF) {
     lua_State *L = e->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->log_ref);
-    arbor_push_dn(L, &pn->n);
+    arbor__push_dn(e, L, pn);
     lua_pushlstring(L, line->s, line->len);
     lua_pushnumber(L, arbor__step_time(e));
     if (lua_pcall(L, 3, 0, 0) != LUA_OK) lua_pop(L, 1);
