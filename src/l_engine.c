@@ -402,16 +402,22 @@ static int push_field(lua_State *L, arbor_engine *e, pnode *pn, int f) {
   return 1;
 }
 
-/* [-0, +1, m] a table of pn's fields up to (not including) field `upto`. */
+/* [-0, +1, m] a table of pn's fields up to (not including) field `upto`.
+   The field names are the Lua strings at [1..F_COUNT] of upvalue 1. */
 static void push_fields(lua_State *L, arbor_engine *e, pnode *pn, int upto) {
   lua_createtable(L, 0, upto);
-  for (int f = 0; f < upto; f++)
-    if (push_field(L, e, pn, f)) lua_setfield(L, -2, field_names[f]);
+  for (int f = 0; f < upto; f++) {
+    lua_rawgeti(L, lua_upvalueindex(1), f + 1);
+    if (push_field(L, e, pn, f))
+      lua_rawset(L, -3);
+    else
+      lua_pop(L, 1);
+  }
 }
 
 /* e:node(dn [, field]) -> the fields of T13a, or only that field's value
    (nil when the node has no such field); nil, "no node <dn>" when there is
-   no node at dn. Upvalue 1 maps field names to their index. */
+   no node at dn. Upvalue 1 maps field names to their index + 1. */
 static int l_node(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   size_t len;
@@ -429,13 +435,14 @@ static int l_node(lua_State *L) {
   }
   lua_settop(L, 3);
   if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNUMBER ||
-      !push_field(L, e, (pnode *)n, (int)lua_tointeger(L, -1)))
+      !push_field(L, e, (pnode *)n, (int)lua_tointeger(L, -1) - 1))
     lua_pushnil(L);
   return 1;
 }
 
 /* e:tree([dn]) -> nested {dn, name, state, restarts, error, incarnation,
-   children = {...}}; iterative so deep trees do not overflow the C stack. */
+   children = {...}}; iterative so deep trees do not overflow the C stack.
+   Upvalue 1 is l_node's (the field names). */
 static int l_tree(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   arbor_node *top = lua_isnoneornil(L, 2) ? e->tree.root
@@ -710,7 +717,6 @@ static const luaL_Reg engine_methods[] = {
     {"finished", l_finished},
     {"stop", l_stop},
     {"random", l_random},
-    {"tree", l_tree},
     {"events", l_events},
     {"subscribe", l_subscribe},
     {"unsubscribe", l_unsubscribe},
@@ -740,13 +746,20 @@ void arbor_open_engine(lua_State *L) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &engines_key);
   luaL_newmetatable(L, ARBOR_ENGINE_MT);
   luaL_newlib(L, engine_methods);
-  lua_createtable(L, 0, F_COUNT); /* l_node's field name -> index */
+  /* the field names of views, both ways: index + 1 <-> name */
+  lua_createtable(L, F_COUNT, F_COUNT);
   for (int f = 0; f < F_COUNT; f++) {
-    lua_pushinteger(L, f);
-    lua_setfield(L, -2, field_names[f]);
+    lua_pushstring(L, field_names[f]);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, f + 1);
+    lua_pushinteger(L, f + 1);
+    lua_rawset(L, -3);
   }
+  lua_pushvalue(L, -1);
   lua_pushcclosure(L, l_node, 1);
-  lua_setfield(L, -2, "node");
+  lua_setfield(L, -3, "node");
+  lua_pushcclosure(L, l_tree, 1);
+  lua_setfield(L, -2, "tree");
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, l_engine_gc);
   lua_setfield(L, -2, "__gc");

@@ -616,7 +616,12 @@ int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
 }
 
 void arbor_push_dn(lua_State *L, const arbor_node *n) {
-  size_t len = arbor_node_dn(n, NULL, 0);
+  char buf[256]; /* most DNs fit: formed once, no Lua buffer */
+  size_t len = arbor_node_dn(n, buf, sizeof buf);
+  if (len < sizeof buf) {
+    lua_pushlstring(L, buf, len);
+    return;
+  }
   luaL_Buffer b;
   arbor_node_dn(n, luaL_buffinitsize(L, &b, len + 1), len + 1);
   luaL_pushresultsize(&b, len);
