@@ -177,7 +177,7 @@ size_t arbor_node_dn(const arbor_node *n, char *buf, size_t size) {
   buf[end] = '\0';
   /* from the last name backwards; what lies past `end` is left out */
   size_t pos = total;
-  for (const arbor_node *p = n; p && pos > 0; p = p->parent) {
+  for (const arbor_node *p = n; p; p = p->parent) {
     pos -= p->namelen;
     if (pos < end)
       memcpy(buf + pos, p->name,

@@ -146,10 +146,10 @@ void arbor_tree_group(arbor_node *a, arbor_node *b);
 void arbor_tree_start(arbor_node *n);
 /* Records that n's incarnation ended in state s (ignored when n was declared
    DEAD: it stays DEAD). Decrements n's live count, and its ancestors' up to
-   the first that stays live. Ending DEAD
-   marks n's own context canceled only: the caller cancels the subtree
-   (arbor_tree_cancel(n)) at once, before anything else is canceled, since
-   arbor_tree_cancel skips subtrees whose root is already canceled. */
+   the first that stays live. Ending DEAD marks n's own context canceled
+   only: the caller cancels the subtree (arbor_tree_cancel(n)) at once,
+   before anything else is canceled, since arbor_tree_cancel skips subtrees
+   whose root is already canceled. */
 void arbor_tree_exit(arbor_node *n, arbor_state s);
 /* Sets n's state (the processor's signals and declarations), reporting it
    through the state hook. Setting DEAD also cancels n's own context. */
