@@ -90,7 +90,7 @@ local function scenario(seed)
       local live = v.running and 1 or 0
       for _, name in ipairs(v.children) do
         local c = h.engine:node(n.dn .. "." .. name)
-        live = live + c.live
+        live = live + math.min(1, c.live)
         local where = string.format("seed %d: %s in coordinator %s",
           seed, c.dn, tostring(v.coordinator))
         if c.running and not c.retired then

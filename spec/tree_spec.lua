@@ -52,6 +52,124 @@ describe("T1 DNs", function()
     assert.is_nil(v)
     assert.matches("no node root.nope", err, 1, true)
   end)
+
+  -- A chain of `depth` nodes below the root, named level0001, level0002...
+  -- (DNs of about 10 bytes a level); each records its ctx.dn and what
+  -- arbor.node(ctx.dn) says from inside; the deepest runs `leaf`.
+  local function chain(depth, leaf, opts)
+    local seen = {}
+    local function level(d)
+      return function(c)
+        local view = arbor.node(c.dn)
+        seen[d] = {dn = c.dn, found = view and view.dn}
+        if d == depth then return leaf(c) end
+        c:run(string.format("level%04d", d + 1), level(d + 1), opts)
+        idle(c)
+      end
+    end
+    return level(0), seen
+  end
+
+  for _, depth in ipairs{600, 1500} do
+    it("gives every node of a " .. depth .. "-deep chain its whole DN", function()
+      local h = support.new()
+      local logged = {}
+      h.engine:set_log(function(dn, line) logged[#logged + 1] = {dn, line} end)
+      local misuse
+      local root, seen = chain(depth, function(c)
+        c:log("deep")
+        misuse = select(2, pcall(c.signal, c, "bogus"))
+        idle(c)
+      end)
+      h:start(root)
+      local expect, distinct = "root", {}
+      for d = 0, depth do
+        if d > 0 then expect = expect .. string.format(".level%04d", d) end
+        assert.equal(expect, seen[d].dn)
+        assert.equal(expect, seen[d].found)
+        assert.is_nil(distinct[seen[d].dn])
+        distinct[seen[d].dn] = true
+      end
+      assert.is_true(#expect > 1024 * (depth // 600))
+      local deepest = h:node(expect)
+      assert.equal(expect, deepest.dn)
+      assert.equal(string.format("level%04d", depth), deepest.name)
+      assert.equal(seen[depth - 1].dn, deepest.parent)
+      assert.equal("HEALTHY", deepest.state)
+      -- events, logs and error messages carry it whole
+      local healthy = 0 -- among the last events (all of them would form
+      for _, ev in ipairs(h.engine:events(20)) do -- megabytes of DNs)
+        if ev.dn == expect and ev.to == "HEALTHY" then healthy = healthy + 1 end
+      end
+      assert.equal(1, healthy)
+      assert.same({{expect, "deep"}}, logged)
+      assert.equal(expect .. ": unknown signal", misuse:sub(1, #expect + 16))
+      -- so do tree snapshots, in Lua and in JSON
+      local t = h:tree()
+      for _ = 1, depth do t = t.children[1] end
+      assert.equal(expect, t.dn)
+      local json = require("arbor.core").tree_json(h.engine, seen[depth - 1].dn)
+      assert.matches('"dn":"' .. expect .. '"', json, 1, true)
+      h:stop()
+    end)
+  end
+
+  -- Issue 13: restarting a 10,000-deep chain took 10 s, each start and exit
+  -- walking to the root. The engine counts the nodes its walks towards the
+  -- root visit (tree_steps): per node restarted it must not grow with depth.
+  it("restarts a deep chain in steps linear in its depth", function()
+    local per_node = {}
+    for _, depth in ipairs{500, 1000, 2000} do
+      local h = support.new()
+      local function level(d) -- reads no DN
+        return function(c)
+          if d < depth then
+            c:run("n" .. d + 1, level(d + 1), {policy = policy.immediate})
+          end
+          idle(c)
+        end
+      end
+      h:start(level(0))
+      local function restarted(act)
+        local before = h:stats().tree_steps
+        act()
+        assert.equal(depth + 1, h:stats().live)
+        return (h:stats().tree_steps - before) / depth
+      end
+      per_node[depth] = {
+        restarted(function() h:node("root"):restart() end),
+        restarted(function() h:fail("root.n1") end),
+      }
+      h:close()
+    end
+    for depth, steps in pairs(per_node) do
+      for i = 1, 2 do
+        assert(steps[i] <= 8, string.format("%.1f steps per node at depth %d",
+          steps[i], depth))
+      end
+    end
+  end)
+
+  it("puts whole DNs into policy events and escalation messages", function()
+    local h = support.new()
+    local depth, policy_dn = 150, nil
+    local root, seen = chain(depth, function(c)
+      c:signal("healthy")
+      c:sleep(1)
+      error("deep failure")
+    end, {policy = function(ev)
+      policy_dn = policy_dn or ev.dn -- the first decision is the deepest's
+      return ev.dn == policy_dn and "escalate" or "stop"
+    end})
+    h:start(root)
+    h:advance(1)
+    local deep, parent = seen[depth].dn, seen[depth - 1].dn
+    assert.is_true(#deep > 1024)
+    assert.equal(deep, policy_dn)
+    assert.equal("child " .. deep .. " escalated: ",
+      h:node(parent).error:sub(1, #deep + 18))
+    h:stop()
+  end)
 end)
 
 describe("T2 names", function()
@@ -81,7 +199,11 @@ describe("T2 names", function()
       assert.is_false(r.ok, "accepted " .. name)
       assert.is_string(r.err)
       assert.matches("^root: ", r.err)
-      assert.matches("'" .. name:gsub("%z.*", "") , r.err, 1, true)
+      if #name > 64 then -- cut, with its length
+        assert.matches("'" .. name:sub(1, 64) .. "... (65 bytes)'", r.err, 1, true)
+      else
+        assert.matches("'" .. name:gsub("%z.*", "") , r.err, 1, true)
+      end
       assert.matches("T2", r.err, 1, true)
       assert.matches("^[A-Za-z0-9_-]{1,64}$", r.err, 1, true)
     end
@@ -153,6 +275,57 @@ describe("T2 names", function()
     assert.matches("^root: invalid child name 'b%.c'", bad)
     assert.matches("^root: duplicate child name 'taken'", dup)
     assert.same({"taken"}, h.engine:node("root").children)
+  end)
+
+  -- Issue 13: a 10,000-character name came back whole in the error. What a
+  -- message echoes of the caller's input is cut to its first 64 bytes, then
+  -- "..." and its length.
+  it("cuts a huge name, option, value or DN it echoes in an error", function()
+    local huge = string.rep("x", 10000)
+    local cut = string.rep("x", 64) .. "... (10000 bytes)"
+    local errs = {}
+    local h = support.new()
+    h:start(function(ctx)
+      ctx:signal("healthy")
+      local function try(fn, ...) -- what it raised, or the message it returned
+        local r = table.pack(pcall(fn, ...))
+        errs[#errs + 1] = r[1] and r[3] or r[2]
+      end
+      try(ctx.run, ctx, huge, idle)
+      try(ctx.run, ctx, huge, "not a function")
+      try(ctx.group, ctx, {[huge] = idle})
+      try(ctx.group, ctx, {[huge] = 42})
+      try(ctx.run, ctx, "w", idle, {[huge] = 1})
+      try(ctx.run, ctx, "w", idle, {lifecycle = huge})
+      try(ctx.group, ctx, {w = idle}, {strategy = huge})
+      try(ctx.signal, ctx, huge)
+      try(arbor.node, "root." .. huge)
+      try(arbor.explain, "root." .. huge)
+      ctx:run("w", idle)
+      local w = arbor.node("root.w")
+      try(w.swap, w, idle, {[huge] = true})
+      try(policy.exponential, {[huge] = 1})
+      try(policy.simulate, policy.immediate, {1}, {[huge] = 1})
+      ctx:wait()
+    end)
+    errs[#errs + 1] = select(2, h:node("root." .. huge))
+    errs[#errs + 1] = select(2, h:explain("root." .. huge))
+    for _, op in ipairs{"restart", "cancel", "hold", "logs"} do
+      errs[#errs + 1] = select(2, pcall(h.engine[op], h.engine, "root." .. huge))
+    end
+    local core = require "arbor.core"
+    errs[#errs + 1] = select(2, pcall(core.tree_json, h.engine, "root." .. huge))
+    errs[#errs + 1] = select(2, pcall(testing.new, {[huge] = 1}))
+    errs[#errs + 1] = select(2, pcall(arbor.run, idle, {[huge] = 1}))
+    assert.equal(22, #errs)
+    for i, err in ipairs(errs) do
+      assert.is_string(err, "error " .. i)
+      -- the name, or the DN "root." .. huge
+      assert.matches("x%.%.%. %(1000[05] bytes%)", err)
+      assert(#err < 400, string.format("error %d is %d bytes: %s...", i, #err,
+        err:sub(1, 200)))
+    end
+    assert.matches("invalid child name '" .. cut .. "'", errs[1], 1, true)
   end)
 
   it("kills the runnable that does not catch the error (DEAD)", function()
@@ -538,6 +711,68 @@ describe("T13a node views", function()
     -- the last exit reason stays readable while the node runs again
     assert.matches("w broke", w.error, 1, true)
     assert.equal("node(root.w HEALTHY)", tostring(w))
+  end)
+
+  -- Issue 13: reading one field built the whole view, the names of all
+  -- children included. Lua's heap shows it: each read allocated them.
+  it("reads one field without building the others (100,000 children)", function()
+    local h = support.new()
+    local n = 100000
+    h:start(function(ctx)
+      ctx:run("p", function(p)
+        for i = 1, n do p:run("c" .. i, idle) end
+        idle(p)
+      end)
+      idle(ctx)
+    end)
+    local view = h:node("root.p")
+    collectgarbage()
+    collectgarbage("stop")
+    local function grown(reads, read)
+      local before = collectgarbage("count")
+      for _ = 1, reads do read() end
+      return (collectgarbage("count") - before) * 1024 -- bytes
+    end
+    local ten = grown(10, function() return view.state end)
+    if ten >= 1024 then collectgarbage("restart") end -- fails below, at once
+    assert(ten < 1024, ten .. " bytes for 10 reads")
+    local all = grown(n, function()
+      assert(view.state == "HEALTHY" and h:state("root.p") == "HEALTHY")
+    end)
+    local named = grown(1000, function() return tostring(view) end)
+    collectgarbage("restart")
+    assert(all < 64 * 1024, all .. " bytes for 100,000 reads")
+    assert(named < 1000 * 200, named .. " bytes for 1,000 tostring")
+    assert.equal(n, #view.children)
+  end)
+
+  it("reads each field singly as the whole view has it", function()
+    local h = support.new()
+    h:start(function(ctx)
+      ctx:group({a = idle, b = function(c)
+        c:signal("healthy")
+        c:sleep(1)
+        error("b broke")
+      end}, {strategy = "one_for_one", ordered = true})
+      ctx:run("pre", function(c) c:signal("healthy") c:signal("done") end,
+        {lifecycle = "prestart"})
+      idle(ctx)
+    end)
+    h:advance(1)
+    for _, dn in ipairs{"root", "root.a", "root.b", "root.pre"} do
+      local full = h.engine:node(dn)
+      for k, v in pairs(full) do
+        if k ~= "children" then
+          assert.equal(v, h.engine:node(dn, k), dn .. " " .. k)
+          assert.equal(v, h:node(dn)[k], dn .. " " .. k)
+        end
+      end
+      assert.same(full.children, h.engine:node(dn, "children"))
+      assert.is_nil(h.engine:node(dn, "nonsense"))
+    end
+    local none, err = h.engine:node("root.nope", "state")
+    assert.is_nil(none)
+    assert.equal("no node root.nope", err)
   end)
 
   it("is the same through arbor.node inside a runnable", function()

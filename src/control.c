@@ -551,7 +551,7 @@ static int l_runnable(lua_State *L) {
   size_t len;
   const char *dn = luaL_checklstring(L, 2, &len);
   arbor_node *n = arbor_tree_find(&e->tree, dn, len);
-  if (!n) return luaL_error(L, "no node %s", dn);
+  if (!n) return luaL_error(L, "no node %s", arbor_push_cut(L, dn, len));
   lua_rawgeti(L, LUA_REGISTRYINDEX, ((pnode *)n)->fn_ref);
   return 1;
 }
@@ -602,12 +602,14 @@ static int l_json_quote(lua_State *L) {
 
 /* One node's fields, as e:tree() has them, without the closing brace. */
 static void json_node(luaL_Buffer *b, pnode *pn, double now) {
-  char buf[ARBOR_DN_BUF], num[64];
+  char num[64];
   arbor_node *n = &pn->n;
-  luaL_addstring(b, "{\"dn\":");
-  const char *dn = arbor_dn(pn, buf, sizeof buf);
-  json_str(b, dn, strlen(dn));
-  luaL_addstring(b, ",\"name\":");
+  /* a DN is made of [A-Za-z0-9_.-]: nothing to escape */
+  size_t len = arbor_node_dn(n, NULL, 0);
+  luaL_addstring(b, "{\"dn\":\"");
+  arbor_node_dn(n, luaL_prepbuffsize(b, len + 1), len + 1);
+  luaL_addsize(b, len);
+  luaL_addstring(b, "\",\"name\":");
   json_str(b, n->name, strlen(n->name));
   luaL_addstring(b, ",\"state\":\"");
   luaL_addstring(b, arbor_state_name((arbor_state)n->state));
@@ -648,7 +650,8 @@ static int l_tree_json(lua_State *L) {
     size_t len;
     const char *dn = luaL_checklstring(L, 2, &len);
     top = arbor_tree_find(&e->tree, dn, len);
-    if (!top) return luaL_error(L, "no node %s", dn);
+    if (!top)
+      return luaL_error(L, "no node %s", arbor_push_cut(L, dn, len));
   }
   double now = arbor_engine_now(e);
   luaL_Buffer b;

@@ -82,9 +82,7 @@ static int push_event_field(arbor_engine *e, pnode *pn, lua_State *L,
     else
       lua_pushliteral(L, "");
   } else if (strcmp(k, "dn") == 0) {
-    char buf[1024];
-    size_t dl = arbor_node_dn(&pn->n, buf, sizeof buf);
-    lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
+    arbor_push_dn(L, &pn->n);
   } else if (strcmp(k, "restarts") == 0) {
     lua_pushinteger(L, pn->restarts);
   } else if (strcmp(k, "returned") == 0) {
@@ -305,10 +303,10 @@ void arbor__decide(arbor_engine *e, pnode *pn) {
     return;
   }
   if (d == DECIDE_ESCALATE) {
-    char buf[1024];
-    arbor_node_dn(&pn->n, buf, sizeof buf);
-    arbor_str *why = arbor_str_fmt("child %s escalated: %s", buf,
+    char *dn = arbor_node_dn_dup(&pn->n);
+    arbor_str *why = arbor_str_fmt("child %s escalated: %s", dn ? dn : "?",
                                    pn->error ? pn->error->s : "");
+    free(dn);
     declare_dead(e, parent, why);
     arbor_str_unref(why);
   }

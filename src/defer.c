@@ -81,13 +81,11 @@ void arbor__run_defers(arbor_engine *e, pnode *pn) {
 static int ctx_defer(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   if (!lua_isfunction(L, 2) &&
-      luaL_getmetafield(L, 2, "__close") == LUA_TNIL) {
-    char buf[ARBOR_DN_BUF];
-    return luaL_error(L,
-                      "%s: ctx:defer(v): want a function or a value with a "
-                      "__close metamethod, got %s",
-                      arbor_dn(pn, buf, sizeof buf), luaL_typename(L, 2));
-  }
+      luaL_getmetafield(L, 2, "__close") == LUA_TNIL)
+    return arbor_dn_error(L, pn,
+                          "ctx:defer(v): want a function or a value with a "
+                          "__close metamethod, got %s",
+                          luaL_typename(L, 2));
   lua_settop(L, 2);
   defer_push(L, pn, 2);
   return 1;

@@ -719,9 +719,9 @@ static void count_kill(arbor_proc *p) {
   arbor_engine *e = p->e;
   if (!e || e->zombie || !e->stop_requested || e->closing) return;
   if (!e->first_killed) {
-    char dn[1024];
-    arbor_node_dn(&p->pn->n, dn, sizeof dn);
-    e->first_killed = arbor_str_fmt("%s, pid %d", dn, p->pid);
+    char *dn = arbor_node_dn_dup(&p->pn->n);
+    e->first_killed = arbor_str_fmt("%s, pid %d", dn ? dn : "?", p->pid);
+    free(dn);
   }
   e->killed_in_stop++;
 }

@@ -8,7 +8,6 @@
 
 #define ARBOR_CTX_MT "arbor.Context"
 #define ARBOR_ENGINE_MT "arbor.Engine"
-#define ARBOR_DN_BUF 1024
 
 typedef struct arbor_child_opts {
   int policy_idx; /* stack index of the policy function, or 0 */
@@ -22,13 +21,23 @@ typedef struct arbor_child_opts {
    value at -1 of L) into o. Returns 0 when the key is not one of them;
    raises on a bad value. strategy.c's options, in l_strategy.c. */
 int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
-                       const char *where, const char *what);
+                       const pnode *where, const char *what);
 /* Raises when the options read make no sense together (what: "ctx:run",
    "ctx:group" or "start"). */
 void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
-                          const char *where, const char *what);
+                          const pnode *where, const char *what);
 
-const char *arbor_dn(pnode *pn, char *buf, size_t size);
+/* Error messages echo what a caller gave cut to its first ARBOR_CUT bytes:
+   a 10,000-character name is not worth 10,000 characters of message. */
+#define ARBOR_CUT 64
+/* Pushes s, or when longer than ARBOR_CUT bytes its first ones (not
+   splitting a UTF-8 sequence), "..." and its length; returns the pushed
+   string. [-0, +1, m] */
+const char *arbor_push_cut(lua_State *L, const char *s, size_t len);
+
+/* Raises "<pn's DN>: <message>" at the caller's position, as luaL_error
+   does (fmt as lua_pushfstring's); the DN is formed only on this path. */
+int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...);
 pnode *arbor_check_ctx(lua_State *L, int idx);
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);

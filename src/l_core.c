@@ -30,6 +30,24 @@ static int l_name_valid(lua_State *L) {
   return 1;
 }
 
+const char *arbor_push_cut(lua_State *L, const char *s, size_t len) {
+  if (len <= ARBOR_CUT) return lua_pushlstring(L, s, len);
+  size_t keep = ARBOR_CUT;
+  while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--;
+  lua_pushlstring(L, s, keep);
+  lua_pushfstring(L, "... (%I bytes)", (lua_Integer)len);
+  lua_concat(L, 2);
+  return lua_tostring(L, -1);
+}
+
+/* core.cut(v): tostring(v) cut for an error message (arbor_push_cut). */
+static int l_cut(lua_State *L) {
+  size_t len;
+  const char *s = luaL_tolstring(L, 1, &len);
+  arbor_push_cut(L, s, len);
+  return 1;
+}
+
 /* core.rss(): resident set size in bytes, from /proc/self/statm. */
 static int l_rss(lua_State *L) {
   size_t rss = 0;
@@ -45,6 +63,7 @@ static int l_isatty(lua_State *L) {
 }
 
 static const luaL_Reg funcs[] = {
+    {"cut", l_cut},
     {"hrtime", l_hrtime},
     {"is_canceled", l_is_canceled},
     {"isatty", l_isatty},

@@ -3,6 +3,7 @@
  */
 #include <lauxlib.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,10 +36,26 @@ void arbor_push_ctx(lua_State *L, pnode *pn) {
   lua_setmetatable(L, -2);
 }
 
-/* The DN of pn in a buffer for messages. */
-const char *arbor_dn(pnode *pn, char *buf, size_t size) {
-  arbor_node_dn(&pn->n, buf, size);
-  return buf;
+int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...) {
+  va_list ap;
+  luaL_where(L, 1);
+  arbor_push_dn(L, &pn->n);
+  lua_pushliteral(L, ": ");
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 4);
+  return lua_error(L);
+}
+
+/* Pushes the DN of a ctx's node, or "(finalized)" when it has none.
+   [-0, +1, m] */
+static const char *push_ctx_dn(lua_State *L, const lctx *c) {
+  if (c->pn)
+    arbor_push_dn(L, &c->pn->n);
+  else
+    lua_pushliteral(L, "(finalized)");
+  return lua_tostring(L, -1);
 }
 
 /* The ctx at idx, or raises. Inside an engine's step (every runnable's
@@ -64,13 +81,10 @@ static int ctx_is_live(const lctx *c) {
 /* The node of a live ctx at idx, or raises "stale context" (T3). */
 pnode *arbor_check_ctx(lua_State *L, int idx) {
   lctx *c = to_ctx(L, idx);
-  if (!ctx_is_live(c)) {
-    char buf[ARBOR_DN_BUF] = "(finalized)";
-    if (c->pn) arbor_dn(c->pn, buf, sizeof buf);
-    return luaL_error(L, "stale context: %s incarnation %d has ended", buf,
-                      (int)c->incarnation),
+  if (!ctx_is_live(c))
+    return luaL_error(L, "stale context: %s incarnation %d has ended",
+                      push_ctx_dn(L, c), (int)c->incarnation),
            NULL;
-  }
   return c->pn;
 }
 
@@ -83,9 +97,7 @@ static int ctx_gc(lua_State *L) {
 
 static int ctx_tostring(lua_State *L) {
   lctx *c = to_ctx(L, 1);
-  char buf[ARBOR_DN_BUF] = "(finalized)";
-  if (c->pn) arbor_dn(c->pn, buf, sizeof buf);
-  lua_pushfstring(L, "ctx(%s#%d%s)", buf,
+  lua_pushfstring(L, "ctx(%s#%d%s)", push_ctx_dn(L, c),
                   (int)c->incarnation, ctx_is_live(c) ? "" : ", stale");
   return 1;
 }
@@ -116,15 +128,13 @@ static int k_wake(lua_State *L, int status, lua_KContext base) {
 
 /* Parks the calling incarnation (whose ctx is at index 1) and yields. */
 static int block(lua_State *L, pnode *pn, int wait, double seconds) {
-  char buf[ARBOR_DN_BUF];
   if (L != pn->co)
-    return luaL_error(L,
-                      "%s: blocking call from outside the node's own "
-                      "coroutine (a nested coroutine, or another node's ctx)",
-                      arbor_dn(pn, buf, sizeof buf));
+    return arbor_dn_error(L, pn,
+                          "blocking call from outside the node's own "
+                          "coroutine (a nested coroutine, or another node's "
+                          "ctx)");
   if (!lua_isyieldable(L))
-    return luaL_error(L, "%s: blocking call across a C boundary",
-                      arbor_dn(pn, buf, sizeof buf));
+    return arbor_dn_error(L, pn, "blocking call across a C boundary");
   if ((pn->pflags & PN_NOTIFIED) && pn->shield == 0) raise_canceled(L);
   arbor_engine_park(pn_engine(pn), pn, wait, seconds);
   int base = lua_gettop(L);
@@ -134,11 +144,9 @@ static int block(lua_State *L, pnode *pn, int wait, double seconds) {
 static int ctx_sleep(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   double s = luaL_checknumber(L, 2);
-  if (!(s >= 0) || !isfinite(s)) {
-    char buf[ARBOR_DN_BUF];
-    return luaL_error(L, "%s: ctx:sleep(seconds): want a finite number >= 0",
-                      arbor_dn(pn, buf, sizeof buf));
-  }
+  if (!(s >= 0) || !isfinite(s))
+    return arbor_dn_error(L, pn,
+                          "ctx:sleep(seconds): want a finite number >= 0");
   lua_settop(L, 1);
   return block(L, pn, WAIT_SLEEP, s);
 }
@@ -196,29 +204,30 @@ static int ctx_shield_leave(lua_State *L) {
 
 static int ctx_signal(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
-  char buf[ARBOR_DN_BUF];
   if (lua_type(L, 2) != LUA_TSTRING)
-    return luaL_error(L,
-                      "%s: ctx:signal(what): want \"healthy\" or \"done\", "
-                      "got %s",
-                      arbor_dn(pn, buf, sizeof buf), luaL_typename(L, 2));
-  const char *what = lua_tostring(L, 2);
+    return arbor_dn_error(L, pn,
+                          "ctx:signal(what): want \"healthy\" or \"done\", "
+                          "got %s",
+                          luaL_typename(L, 2));
+  size_t len;
+  const char *what = lua_tolstring(L, 2, &len);
   const char *bad = arbor_engine_signal(pn_engine(pn), pn, what);
   if (!bad) return 0;
-  arbor_dn(pn, buf, sizeof buf);
   const char *state = arbor_state_name((arbor_state)pn->n.state);
   if (strcmp(bad, "healthy") == 0)
-    return luaL_error(L,
-                      "%s: signal(\"healthy\") is allowed from NEW, the node "
-                      "is %s (T4)",
-                      buf, state);
+    return arbor_dn_error(L, pn,
+                          "signal(\"healthy\") is allowed from NEW, the node "
+                          "is %s (T4)",
+                          state);
   if (strcmp(bad, "done") == 0)
-    return luaL_error(L,
-                      "%s: signal(\"done\") is allowed from HEALTHY, the node "
-                      "is %s (T4)",
-                      buf, state);
-  return luaL_error(L, "%s: unknown signal \"%s\" (want \"healthy\" or \"done\")",
-                    buf, what);
+    return arbor_dn_error(L, pn,
+                          "signal(\"done\") is allowed from HEALTHY, the "
+                          "node is %s (T4)",
+                          state);
+  return arbor_dn_error(L, pn,
+                        "unknown signal \"%s\" (want \"healthy\" or "
+                        "\"done\")",
+                        arbor_push_cut(L, what, len));
 }
 
 static int ctx_log(lua_State *L) {
@@ -250,12 +259,10 @@ static void read_lifecycle_opt(lua_State *L, pnode *parent,
                                const char *k) {
   static const char *const names[] = {"main", "prestart", "poststart",
                                       "poststop", NULL};
-  char buf[ARBOR_DN_BUF];
   if (k[0] == 's') {
     if (!lua_isboolean(L, -1))
-      luaL_error(L, "%s: %s: option 'sidecar' must be a boolean, got %s",
-                 arbor_dn(parent, buf, sizeof buf), what,
-                 luaL_typename(L, -1));
+      arbor_dn_error(L, parent, "%s: option 'sidecar' must be a boolean, "
+                     "got %s", what, luaL_typename(L, -1));
     if (lua_toboolean(L, -1)) o->lc |= ARBOR_LC_SIDECAR;
     return;
   }
@@ -266,79 +273,76 @@ static void read_lifecycle_opt(lua_State *L, pnode *parent,
       return;
     }
   if (v)
-    luaL_error(L,
-               "%s: %s: option 'lifecycle' must be \"prestart\", "
-               "\"poststart\", \"poststop\" or \"main\", got \"%s\"",
-               arbor_dn(parent, buf, sizeof buf), what, v);
-  luaL_error(L,
-             "%s: %s: option 'lifecycle' must be \"prestart\", "
-             "\"poststart\", \"poststop\" or \"main\", got %s",
-             arbor_dn(parent, buf, sizeof buf), what, luaL_typename(L, -1));
+    arbor_dn_error(L, parent,
+                   "%s: option 'lifecycle' must be \"prestart\", "
+                   "\"poststart\", \"poststop\" or \"main\", got \"%s\"",
+                   what, arbor_push_cut(L, v, lua_rawlen(L, -1)));
+  arbor_dn_error(L, parent,
+                 "%s: option 'lifecycle' must be \"prestart\", "
+                 "\"poststart\", \"poststop\" or \"main\", got %s",
+                 what, luaL_typename(L, -1));
 }
 
 /* Raises when a child behind o's gate could never start now (L0). */
 static void check_gate(lua_State *L, pnode *parent, const arbor_child_opts *o,
-                       const char *what, const char *name) {
+                       const char *what, const char *name, size_t len) {
   const char *gate = arbor_lc_check_add(parent, o->lc);
   if (!gate) return;
-  char buf[ARBOR_DN_BUF];
-  luaL_error(L,
-             "%s: %s: cannot add %s child '%s': the coordinator is in state "
-             "%s and the %s gate never opens again in this incarnation (L0)",
-             arbor_dn(parent, buf, sizeof buf), what, gate, name,
-             arbor_lc_state(parent), gate);
+  arbor_dn_error(L, parent,
+                 "%s: cannot add %s child '%s': the coordinator is in state "
+                 "%s and the %s gate never opens again in this incarnation "
+                 "(L0)",
+                 what, gate, arbor_push_cut(L, name, len),
+                 arbor_lc_state(parent), gate);
 }
 
 /* Reads ctx:run / ctx:group options at idx into o. Raises on bad input. */
 static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
                       const char *what) {
-  char buf[ARBOR_DN_BUF];
   o->policy_idx = 0;
   o->shutdown = 5.0;
   o->lc = ARBOR_LC_MAIN;
   o->gflags = o->grouping = 0;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
-    luaL_error(L, "%s: %s: options must be a table, got %s",
-               arbor_dn(parent, buf, sizeof buf), what, luaL_typename(L, idx));
+    arbor_dn_error(L, parent, "%s: options must be a table, got %s", what,
+                   luaL_typename(L, idx));
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
     if (k && strcmp(k, "policy") == 0) {
       if (!lua_isfunction(L, -1))
-        luaL_error(L, "%s: %s: option 'policy' must be a function, got %s",
-                   arbor_dn(parent, buf, sizeof buf), what,
-                   luaL_typename(L, -1));
+        arbor_dn_error(L, parent, "%s: option 'policy' must be a function, "
+                       "got %s", what, luaL_typename(L, -1));
       o->policy_idx = 1;
     } else if (k && strcmp(k, "shutdown") == 0) {
       double s = lua_tonumber(L, -1);
       if (lua_type(L, -1) != LUA_TNUMBER || !(s >= 0) || !isfinite(s))
-        luaL_error(L,
-                   "%s: %s: option 'shutdown' must be a finite number >= 0 "
-                   "(seconds)",
-                   arbor_dn(parent, buf, sizeof buf), what);
+        arbor_dn_error(L, parent,
+                       "%s: option 'shutdown' must be a finite number >= 0 "
+                       "(seconds)",
+                       what);
       o->shutdown = s;
     } else if (k && (strcmp(k, "lifecycle") == 0 || strcmp(k, "sidecar") == 0)) {
       read_lifecycle_opt(L, parent, o, what, k);
-    } else if (k && arbor_strategy_opt(L, k, o, arbor_dn(parent, buf, sizeof buf),
-                                       what)) {
+    } else if (k && arbor_strategy_opt(L, k, o, parent, what)) {
       /* read */
     } else {
-      luaL_error(L, "%s: %s: unknown option '%s'",
-                 arbor_dn(parent, buf, sizeof buf), what,
-                 k ? k : luaL_typename(L, -2));
+      size_t len;
+      const char *s = k ? lua_tolstring(L, -2, &len) : luaL_typename(L, -2);
+      arbor_dn_error(L, parent, "%s: unknown option '%s'", what,
+                     k ? arbor_push_cut(L, s, len) : s);
     }
     lua_pop(L, 1);
   }
   if ((o->lc & ARBOR_LC_SIDECAR) &&
       (o->lc & ARBOR_LC_KIND) != ARBOR_LC_PRESTART &&
       (o->lc & ARBOR_LC_KIND) != ARBOR_LC_POSTSTART)
-    luaL_error(L,
-               "%s: %s: option 'sidecar' is valid on prestart and poststart "
-               "children only, not on a %s child (L0)",
-               arbor_dn(parent, buf, sizeof buf), what,
-               arbor_lc_name(o->lc));
-  arbor_strategy_check(L, o, arbor_dn(parent, buf, sizeof buf), what);
+    arbor_dn_error(L, parent,
+                   "%s: option 'sidecar' is valid on prestart and poststart "
+                   "children only, not on a %s child (L0)",
+                   what, arbor_lc_name(o->lc));
+  arbor_strategy_check(L, o, parent, what);
   if (o->policy_idx) {
     lua_getfield(L, idx, "policy");
     o->policy_idx = lua_gettop(L);
@@ -346,21 +350,20 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
 }
 
 /* Raises the T2 error for name under parent. */
-static void name_error(lua_State *L, pnode *parent, const char *name, int err) {
-  char buf[ARBOR_DN_BUF];
-  arbor_dn(parent, buf, sizeof buf);
+static void name_error(lua_State *L, pnode *parent, const char *name,
+                       size_t len, int err) {
   if (err == ARBOR_EDUP)
-    luaL_error(L,
-               "%s: duplicate child name '%s' (T2: names are unique among "
-               "siblings)",
-               buf, name);
+    arbor_dn_error(L, parent,
+                   "duplicate child name '%s' (T2: names are unique among "
+                   "siblings)",
+                   name);
   if (err == ARBOR_EBADNAME)
-    luaL_error(L,
-               "%s: invalid child name '%s' (T2: a name matches "
-               "^[A-Za-z0-9_-]{1,64}$)",
-               buf, name);
-  if (err == ARBOR_EGONE) luaL_error(L, "%s: the node was discarded", buf);
-  luaL_error(L, "%s: out of memory", buf);
+    arbor_dn_error(L, parent,
+                   "invalid child name '%s' (T2: a name matches "
+                   "^[A-Za-z0-9_-]{1,64}$)",
+                   arbor_push_cut(L, name, len));
+  if (err == ARBOR_EGONE) arbor_dn_error(L, parent, "the node was discarded");
+  arbor_dn_error(L, parent, "out of memory");
 }
 
 /* Creates and starts a child whose runnable is at fn_idx. */
@@ -368,7 +371,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
                     int fn_idx, const arbor_child_opts *o) {
   int err = 0;
   pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
-  if (!c) name_error(L, parent, name, err);
+  if (!c) name_error(L, parent, name, len, err);
   arbor_engine *e = pn_engine(parent);
   c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
@@ -392,20 +395,19 @@ static void launch(pnode *c) {
 
 static int ctx_run(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
-  char buf[ARBOR_DN_BUF];
   size_t len;
   if (lua_type(L, 2) != LUA_TSTRING)
-    return luaL_error(L, "%s: ctx:run(name, fn): name must be a string, got %s",
-                      arbor_dn(pn, buf, sizeof buf), luaL_typename(L, 2));
+    return arbor_dn_error(L, pn, "ctx:run(name, fn): name must be a string, "
+                          "got %s", luaL_typename(L, 2));
   const char *name = lua_tolstring(L, 2, &len);
   if (!lua_isfunction(L, 3))
-    return luaL_error(L,
-                      "%s: ctx:run('%s', fn): the runnable must be a "
-                      "function, got %s",
-                      arbor_dn(pn, buf, sizeof buf), name, luaL_typename(L, 3));
+    return arbor_dn_error(L, pn,
+                          "ctx:run('%s', fn): the runnable must be a "
+                          "function, got %s",
+                          arbor_push_cut(L, name, len), luaL_typename(L, 3));
   arbor_child_opts o;
   read_opts(L, 4, pn, &o, "ctx:run");
-  check_gate(L, pn, &o, "ctx:run", name);
+  check_gate(L, pn, &o, "ctx:run", name, len);
   launch(spawn(L, pn, name, len, 3, &o));
   return 0;
 }
@@ -416,13 +418,11 @@ static int cmp_names(const void *a, const void *b) {
 
 static int ctx_group(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
-  char buf[ARBOR_DN_BUF];
-  arbor_dn(pn, buf, sizeof buf);
   if (!lua_istable(L, 2))
-    return luaL_error(L,
-                      "%s: ctx:group(members): want a table of name = "
-                      "function, got %s",
-                      buf, luaL_typename(L, 2));
+    return arbor_dn_error(L, pn,
+                          "ctx:group(members): want a table of name = "
+                          "function, got %s",
+                          luaL_typename(L, 2));
   arbor_child_opts o;
   read_opts(L, 3, pn, &o, "ctx:group");
   /* Check every member before anything changes. */
@@ -430,23 +430,27 @@ static int ctx_group(lua_State *L) {
   lua_pushnil(L);
   while (lua_next(L, 2)) {
     if (lua_type(L, -2) != LUA_TSTRING)
-      return luaL_error(L, "%s: ctx:group: member names must be strings, got %s",
-                        buf, luaL_typename(L, -2));
+      return arbor_dn_error(L, pn, "ctx:group: member names must be strings, "
+                            "got %s", luaL_typename(L, -2));
     size_t len;
     const char *name = lua_tolstring(L, -2, &len);
     if (!lua_isfunction(L, -1))
-      return luaL_error(L,
-                        "%s: ctx:group: member '%s' must be a function, got %s",
-                        buf, name, luaL_typename(L, -1));
-    if (!arbor_name_valid(name, len)) name_error(L, pn, name, ARBOR_EBADNAME);
-    if (arbor_tree_child(&pn->n, name, len)) name_error(L, pn, name, ARBOR_EDUP);
+      return arbor_dn_error(L, pn,
+                            "ctx:group: member '%s' must be a function, got %s",
+                            arbor_push_cut(L, name, len), luaL_typename(L, -1));
+    if (!arbor_name_valid(name, len))
+      name_error(L, pn, name, len, ARBOR_EBADNAME);
+    if (arbor_tree_child(&pn->n, name, len))
+      name_error(L, pn, name, len, ARBOR_EDUP);
     count++;
     lua_pop(L, 1);
   }
   if (count == 0) return 0;
   lua_pushnil(L);
   lua_next(L, 2);
-  check_gate(L, pn, &o, "ctx:group", lua_tostring(L, -2));
+  size_t len;
+  const char *name = lua_tolstring(L, -2, &len);
+  check_gate(L, pn, &o, "ctx:group", name, len);
   lua_pop(L, 2);
   const char **names = lua_newuserdatauv(L, count * sizeof *names, 0);
   size_t i = 0;
@@ -488,8 +492,7 @@ static int ctx_index(lua_State *L) {
   const char *k = lua_tostring(L, 2);
   if (!k || !c->pn) return 1;
   if (strcmp(k, "dn") == 0) {
-    char buf[ARBOR_DN_BUF];
-    lua_pushstring(L, arbor_dn(c->pn, buf, sizeof buf));
+    arbor_push_dn(L, &c->pn->n);
   } else if (strcmp(k, "name") == 0) {
     lua_pushstring(L, c->pn->n.name);
   } else if (strcmp(k, "incarnation") == 0) {

@@ -135,7 +135,7 @@ static int l_start(lua_State *L) {
   if (!lua_isnoneornil(L, 5)) { /* the root's auto_shutdown */
     lua_pushliteral(L, "auto_shutdown");
     lua_pushvalue(L, 5);
-    arbor_strategy_opt(L, "auto_shutdown", &o, "root", "start");
+    arbor_strategy_opt(L, "auto_shutdown", &o, root, "start");
     lua_pop(L, 2);
   }
   int policy = lua_isnoneornil(L, 3) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 3);
@@ -240,7 +240,7 @@ static pnode *check_node(lua_State *L, arbor_engine *e, int idx) {
   size_t len;
   const char *dn = luaL_checklstring(L, idx, &len);
   arbor_node *n = arbor_tree_find(&e->tree, dn, len);
-  if (!n) luaL_error(L, "no node %s", dn);
+  if (!n) luaL_error(L, "no node %s", arbor_push_cut(L, dn, len));
   return (pnode *)n;
 }
 
@@ -261,125 +261,171 @@ static void setint(lua_State *L, const char *k, lua_Integer v) {
   lua_setfield(L, -2, k);
 }
 
-static void setbool(lua_State *L, const char *k, int v) {
-  lua_pushboolean(L, v);
-  lua_setfield(L, -2, k);
+/* The fields of a node view (T13a); tree snapshots have the first
+   F_SUMMARY of them. Each is read on its own (push_field), so a view that
+   reads one field costs that field only. */
+enum {
+  F_DN, F_NAME, F_STATE, F_RESTARTS, F_INCARNATION, F_ERROR, F_BLOCKED,
+  F_LIFECYCLE, F_SIDECAR, F_COORDINATOR, F_GATED, F_UPTIME,
+  F_SUMMARY,
+  F_CONSECUTIVE = F_SUMMARY, F_TRACEBACK, F_RETIRED, F_RUNNING, F_CANCELED,
+  F_HELD, F_FORCED, F_PENDING, F_RESTART_AT, F_STARTED, F_EXITED, F_SHUTDOWN,
+  F_LIVE, F_DECISION, F_WAITING_FOR, F_WAITING_MEMBER, F_STRATEGY, F_ORDERED,
+  F_SIGNIFICANT, F_AUTO_SHUTDOWN, F_STOPPING, F_AUTO_DONE, F_PARENT,
+  F_CHILDREN,
+  F_COUNT
+};
+
+static const char *const field_names[F_COUNT] = {
+    "dn", "name", "state", "restarts", "incarnation", "error", "blocked",
+    "lifecycle", "sidecar", "coordinator", "gated", "uptime", "consecutive",
+    "traceback", "retired", "running", "canceled", "held", "forced",
+    "pending", "restart_at", "started", "exited", "shutdown", "live",
+    "decision", "waiting_for", "waiting_member", "strategy", "ordered",
+    "significant", "auto_shutdown", "stopping", "auto_done", "parent",
+    "children"};
+
+/* The running descendant an exited (or stopping) node waits for, or NULL
+   when none runs. */
+static arbor_node *running_descendant(arbor_node *n) {
+  if (n->live <= (arbor_node_running(n) ? 1u : 0u)) return NULL;
+  arbor_node *d = n;
+  do {
+    arbor_node *c = d->first;
+    while (c && c->live == 0) c = c->next;
+    if (!c) break;
+    d = c;
+  } while (!arbor_node_running(d));
+  return d;
 }
 
-/* [-0, +1, m] a table with the fields that node views and tree snapshots
-   share: dn, name, state, restarts, incarnation, error, blocked,
-   lifecycle. */
-static void push_summary(lua_State *L, pnode *pn, int extra) {
-  arbor_node *n = &pn->n;
-  char buf[ARBOR_DN_BUF];
-  lua_createtable(L, 0, 10 + extra);
-  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
-  lua_setfield(L, -2, "dn");
-  lua_pushstring(L, n->name);
-  lua_setfield(L, -2, "name");
-  lua_pushstring(L, arbor_state_name((arbor_state)n->state));
-  lua_setfield(L, -2, "state");
-  setint(L, "restarts", pn->restarts);
-  setint(L, "incarnation", (lua_Integer)n->incarnation);
-  setstr(L, "error", pn->error);
-  setbool(L, "blocked", arbor_lc_blocked(pn));
-  lua_pushstring(L, arbor_lc_name(n->lc));
-  lua_setfield(L, -2, "lifecycle");
-  setbool(L, "sidecar", (n->lc & ARBOR_LC_SIDECAR) != 0);
-  const char *co = arbor_lc_state(pn);
-  if (co) {
-    lua_pushstring(L, co);
-    lua_setfield(L, -2, "coordinator");
-    setbool(L, "gated", arbor_lc_gated(pn));
-  }
-}
-
-/* [-0, +0, m] what explain needs (issue 4): the last decision, the running
-   descendant an exited node waits for, the group member a parked member
-   waits for, and the strategy options. */
-static void push_strategy_fields(lua_State *L, pnode *pn) {
+/* [-0, +1 or +0, m] pushes field f of pn and returns 1, or returns 0 when
+   pn has no such field now (no error, not started, no coordinator...). */
+static int push_field(lua_State *L, arbor_engine *e, pnode *pn, int f) {
   static const char *const decisions[] = {NULL, "restart", "stop", "escalate"};
   static const char *const strategies[] = {"one_for_all", "rest_for_one",
                                            "one_for_one", "one_for_all"};
   static const char *const autos[] = {NULL, "any_significant",
                                       "all_significant", NULL};
   arbor_node *n = &pn->n;
-  char buf[ARBOR_DN_BUF];
-  if (pn->decision) {
-    lua_pushstring(L, decisions[pn->decision]);
-    lua_setfield(L, -2, "decision");
+  int running = arbor_node_running(n);
+  const char *s = NULL;
+  switch (f) {
+  case F_DN: arbor_push_dn(L, n); return 1;
+  case F_NAME: lua_pushlstring(L, n->name, n->namelen); return 1;
+  case F_STATE: s = arbor_state_name((arbor_state)n->state); break;
+  case F_RESTARTS: lua_pushinteger(L, pn->restarts); return 1;
+  case F_INCARNATION: lua_pushinteger(L, (lua_Integer)n->incarnation); return 1;
+  case F_ERROR:
+    if (!pn->error) return 0;
+    lua_pushlstring(L, pn->error->s, pn->error->len);
+    return 1;
+  case F_BLOCKED: lua_pushboolean(L, arbor_lc_blocked(pn)); return 1;
+  case F_LIFECYCLE: s = arbor_lc_name(n->lc); break;
+  case F_SIDECAR: lua_pushboolean(L, (n->lc & ARBOR_LC_SIDECAR) != 0); return 1;
+  case F_COORDINATOR: s = arbor_lc_state(pn); break;
+  case F_GATED:
+    if (!arbor_lc_state(pn)) return 0;
+    lua_pushboolean(L, arbor_lc_gated(pn));
+    return 1;
+  case F_UPTIME:
+    if (n->incarnation == 0) return 0;
+    lua_pushnumber(L, (running ? arbor_engine_now(e) : pn->exited) - pn->started);
+    return 1;
+  case F_CONSECUTIVE: lua_pushinteger(L, pn->consecutive); return 1;
+  case F_TRACEBACK:
+    if (!pn->trace) return 0;
+    lua_pushlstring(L, pn->trace->s, pn->trace->len);
+    return 1;
+  case F_RETIRED: lua_pushboolean(L, (n->lc & ARBOR_LC_RETIRED) != 0); return 1;
+  case F_RUNNING: lua_pushboolean(L, running); return 1;
+  case F_CANCELED: lua_pushboolean(L, arbor_node_canceled(n)); return 1;
+  case F_HELD: lua_pushboolean(L, (n->flags & ARBOR_F_HELD) != 0); return 1;
+  case F_FORCED: lua_pushboolean(L, (n->flags & ARBOR_F_FORCED) != 0); return 1;
+  case F_PENDING: lua_pushboolean(L, (n->flags & ARBOR_F_PENDING) != 0); return 1;
+  case F_RESTART_AT:
+    if (!arbor_timer_armed(&pn->wake) || pn->wake.kind != TIMER_RESTART)
+      return 0;
+    lua_pushnumber(L, pn->wake.due);
+    return 1;
+  case F_STARTED:
+    if (n->incarnation == 0) return 0;
+    lua_pushnumber(L, pn->started);
+    return 1;
+  case F_EXITED:
+    if (running || n->incarnation == 0) return 0;
+    lua_pushnumber(L, pn->exited);
+    return 1;
+  case F_SHUTDOWN: lua_pushnumber(L, pn->shutdown); return 1;
+  case F_LIVE: lua_pushinteger(L, n->live); return 1;
+  case F_DECISION: s = decisions[pn->decision]; break;
+  case F_WAITING_FOR: { /* what explain needs (issue 4) */
+    arbor_node *d = running_descendant(n);
+    if (!d) return 0;
+    arbor_push_dn(L, d);
+    return 1;
   }
-  if (n->live > (arbor_node_running(n) ? 1u : 0u)) { /* a descendant runs */
-    arbor_node *d = n;
-    do {
-      arbor_node *c = d->first;
-      while (c && c->live == 0) c = c->next;
-      if (!c) break;
-      d = c;
-    } while (!arbor_node_running(d));
-    lua_pushstring(L, arbor_dn((pnode *)d, buf, sizeof buf));
-    lua_setfield(L, -2, "waiting_for");
+  case F_WAITING_MEMBER: {
+    pnode *p = (n->flags & ARBOR_F_PENDING) && !arbor_timer_armed(&pn->wake)
+                   ? arbor_engine_waits_for(pn)
+                   : NULL;
+    if (!p) return 0;
+    arbor_push_dn(L, &p->n);
+    return 1;
   }
-  if ((n->flags & ARBOR_F_PENDING) && !arbor_timer_armed(&pn->wake)) {
-    pnode *p = arbor_engine_waits_for(pn);
-    if (p) {
-      lua_pushstring(L, arbor_dn(p, buf, sizeof buf));
-      lua_setfield(L, -2, "waiting_member");
+  case F_STRATEGY:
+    if (pn->gflags & GF_MEMBER) s = strategies[pn->gflags & GF_STRATEGY];
+    break;
+  case F_ORDERED:
+    if (!(pn->gflags & GF_MEMBER)) return 0;
+    lua_pushboolean(L, (pn->gflags & GF_ORDERED) != 0);
+    return 1;
+  case F_SIGNIFICANT:
+    lua_pushboolean(L, (pn->gflags & GF_SIGNIFICANT) != 0);
+    return 1;
+  case F_AUTO_SHUTDOWN: s = autos[(pn->gflags & GF_AUTO) >> 4]; break;
+  case F_STOPPING:
+    lua_pushboolean(L, running && arbor_node_canceled(n));
+    return 1;
+  case F_AUTO_DONE:
+    if (!(pn->pflags & PN_AUTODONE)) return 0;
+    lua_pushboolean(L, 1);
+    return 1;
+  case F_PARENT:
+    if (!n->parent) return 0;
+    arbor_push_dn(L, n->parent);
+    return 1;
+  case F_CHILDREN: {
+    lua_createtable(L, (int)n->nchildren, 0);
+    lua_Integer i = 1;
+    for (arbor_node *c = n->first; c; c = c->next) {
+      lua_pushlstring(L, c->name, c->namelen);
+      lua_rawseti(L, -2, i++);
     }
+    return 1;
   }
-  if (pn->gflags & GF_MEMBER) {
-    lua_pushstring(L, strategies[pn->gflags & GF_STRATEGY]);
-    lua_setfield(L, -2, "strategy");
-    setbool(L, "ordered", (pn->gflags & GF_ORDERED) != 0);
   }
-  setbool(L, "significant", (pn->gflags & GF_SIGNIFICANT) != 0);
-  if (autos[(pn->gflags & GF_AUTO) >> 4]) {
-    lua_pushstring(L, autos[(pn->gflags & GF_AUTO) >> 4]);
-    lua_setfield(L, -2, "auto_shutdown");
-  }
-  setbool(L, "stopping", arbor_node_running(n) && arbor_node_canceled(n));
-  if (pn->pflags & PN_AUTODONE) setbool(L, "auto_done", 1);
+  if (!s) return 0;
+  lua_pushstring(L, s);
+  return 1;
 }
 
-/* [-0, +1, m] the fields of T13a for pn. */
-static void push_node_fields(lua_State *L, arbor_engine *e, pnode *pn) {
-  arbor_node *n = &pn->n;
-  char buf[ARBOR_DN_BUF];
-  double now = arbor_engine_now(e);
-  push_summary(L, pn, 16);
-  setint(L, "consecutive", pn->consecutive);
-  setstr(L, "traceback", pn->trace);
-  setbool(L, "retired", (n->lc & ARBOR_LC_RETIRED) != 0);
-  setbool(L, "running", arbor_node_running(n));
-  setbool(L, "canceled", arbor_node_canceled(n));
-  setbool(L, "held", (n->flags & ARBOR_F_HELD) != 0);
-  setbool(L, "forced", (n->flags & ARBOR_F_FORCED) != 0);
-  setbool(L, "pending", (n->flags & ARBOR_F_PENDING) != 0);
-  if (arbor_timer_armed(&pn->wake) && pn->wake.kind == TIMER_RESTART)
-    setnum(L, "restart_at", pn->wake.due);
-  if (n->incarnation > 0) {
-    setnum(L, "started", pn->started);
-    setnum(L, "uptime",
-           (arbor_node_running(n) ? now : pn->exited) - pn->started);
+/* [-0, +1, m] a table of pn's fields up to (not including) field `upto`.
+   The field names are the Lua strings at [1..F_COUNT] of upvalue 1. */
+static void push_fields(lua_State *L, arbor_engine *e, pnode *pn, int upto) {
+  lua_createtable(L, 0, upto);
+  for (int f = 0; f < upto; f++) {
+    lua_rawgeti(L, lua_upvalueindex(1), f + 1);
+    if (push_field(L, e, pn, f))
+      lua_rawset(L, -3);
+    else
+      lua_pop(L, 1);
   }
-  if (!arbor_node_running(n) && n->incarnation > 0) setnum(L, "exited", pn->exited);
-  setnum(L, "shutdown", pn->shutdown);
-  setint(L, "live", n->live);
-  push_strategy_fields(L, pn);
-  if (n->parent) {
-    lua_pushstring(L, arbor_dn((pnode *)n->parent, buf, sizeof buf));
-    lua_setfield(L, -2, "parent");
-  }
-  lua_createtable(L, (int)n->nchildren, 0);
-  lua_Integer i = 1;
-  for (arbor_node *c = n->first; c; c = c->next) {
-    lua_pushstring(L, c->name);
-    lua_rawseti(L, -2, i++);
-  }
-  lua_setfield(L, -2, "children");
 }
 
-/* e:node(dn) -> fields | nil, "no node dn" */
+/* e:node(dn [, field]) -> the fields of T13a, or only that field's value
+   (nil when the node has no such field); nil, "no node <dn>" when there is
+   no node at dn. Upvalue 1 maps field names to their index + 1. */
 static int l_node(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   size_t len;
@@ -387,15 +433,24 @@ static int l_node(lua_State *L) {
   arbor_node *n = arbor_tree_find(&e->tree, dn, len);
   if (!n) {
     lua_pushnil(L);
-    lua_pushfstring(L, "no node %s", dn);
+    lua_pushfstring(L, "no node %s", arbor_push_cut(L, dn, len));
+    lua_remove(L, -2);
     return 2;
   }
-  push_node_fields(L, e, (pnode *)n);
+  if (lua_isnoneornil(L, 3)) {
+    push_fields(L, e, (pnode *)n, F_COUNT);
+    return 1;
+  }
+  lua_settop(L, 3);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNUMBER ||
+      !push_field(L, e, (pnode *)n, (int)lua_tointeger(L, -1) - 1))
+    lua_pushnil(L);
   return 1;
 }
 
 /* e:tree([dn]) -> nested {dn, name, state, restarts, error, incarnation,
-   children = {...}}; iterative so deep trees do not overflow the C stack. */
+   children = {...}}; iterative so deep trees do not overflow the C stack.
+   Upvalue 1 is l_node's (the field names). */
 static int l_tree(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   arbor_node *top = lua_isnoneornil(L, 2) ? e->tree.root
@@ -404,13 +459,9 @@ static int l_tree(lua_State *L) {
   /* Stack holds the chain of "children" tables of the open ancestors. */
   arbor_node *n = top;
   lua_newtable(L); /* holder: result at [1] */
-  double now = arbor_engine_now(e);
   for (;;) {
     luaL_checkstack(L, 4, "tree too deep");
-    push_summary(L, (pnode *)n, 2);
-    if (n->incarnation > 0) /* for the control plane's tree() */
-      setnum(L, "uptime", (arbor_node_running(n) ? now : ((pnode *)n)->exited) -
-                              ((pnode *)n)->started);
+    push_fields(L, e, (pnode *)n, F_SUMMARY);
     lua_createtable(L, (int)n->nchildren, 0);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "children");
@@ -436,15 +487,12 @@ static int l_tree(lua_State *L) {
 }
 
 /* [-0, +1, m] one event as a table. */
-/* Pushes pn's DN; the last one pushed is kept as a Lua string, since one
-   node's events come in runs (an exit, its policy, the restart). */
-static void push_dn(arbor_engine *e, lua_State *L, pnode *pn) {
+void arbor__push_dn(arbor_engine *e, lua_State *L, pnode *pn) {
   if (e->dn_pn == pn) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->dn_ref);
     return;
   }
-  char buf[ARBOR_DN_BUF];
-  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+  arbor_push_dn(L, &pn->n);
   lua_pushvalue(L, -1);
   if (e->dn_ref == LUA_NOREF)
     e->dn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -459,7 +507,7 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
   lua_createtable(L, 0, 8);
   setint(L, "seq", (lua_Integer)ev->seq);
   setnum(L, "time", ev->time);
-  push_dn(e, L, (pnode *)ev->node);
+  arbor__push_dn(e, L, (pnode *)ev->node);
   lua_setfield(L, -2, "dn");
   setint(L, "incarnation", (lua_Integer)ev->incarnation);
   lua_pushstring(L, kinds[ev->kind]);
@@ -640,9 +688,8 @@ static int l_logs(lua_State *L) {
 
 static void stuck_one(pnode *pn, void *ud) {
   lua_State *L = ud;
-  char buf[ARBOR_DN_BUF];
   lua_createtable(L, 0, 3);
-  lua_pushstring(L, arbor_dn(pn, buf, sizeof buf));
+  arbor_push_dn(L, &pn->n);
   lua_setfield(L, -2, "dn");
   setnum(L, "deadline", pn->stop->deadline.due);
   setint(L, "incarnation", (lua_Integer)pn->n.incarnation);
@@ -666,8 +713,9 @@ static int l_stats(lua_State *L) {
   setint(L, "lifecycle_evaluations", (lua_Integer)e->lc_evals);
   setint(L, "lifecycle_moves", (lua_Integer)e->lc_moves);
   setint(L, "lifecycle_changes", (lua_Integer)e->lc_changes);
+  setint(L, "tree_steps", (lua_Integer)e->tree.steps);
   setint(L, "nodes", (lua_Integer)e->tree.nnodes);
-  setint(L, "live", e->tree.root->live);
+  setint(L, "live", (lua_Integer)e->tree.running);
   setint(L, "events", (lua_Integer)e->ring.len);
   setint(L, "event_bytes", (lua_Integer)e->ring.bytes);
   setint(L, "events_missed", (lua_Integer)e->events_missed);
@@ -685,8 +733,6 @@ static const luaL_Reg engine_methods[] = {
     {"finished", l_finished},
     {"stop", l_stop},
     {"random", l_random},
-    {"node", l_node},
-    {"tree", l_tree},
     {"events", l_events},
     {"subscribe", l_subscribe},
     {"unsubscribe", l_unsubscribe},
@@ -716,6 +762,20 @@ void arbor_open_engine(lua_State *L) {
   lua_rawsetp(L, LUA_REGISTRYINDEX, &engines_key);
   luaL_newmetatable(L, ARBOR_ENGINE_MT);
   luaL_newlib(L, engine_methods);
+  /* the field names of views, both ways: index + 1 <-> name */
+  lua_createtable(L, F_COUNT, F_COUNT);
+  for (int f = 0; f < F_COUNT; f++) {
+    lua_pushstring(L, field_names[f]);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, f + 1);
+    lua_pushinteger(L, f + 1);
+    lua_rawset(L, -3);
+  }
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, l_node, 1);
+  lua_setfield(L, -3, "node");
+  lua_pushcclosure(L, l_tree, 1);
+  lua_setfield(L, -2, "tree");
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, l_engine_gc);
   lua_setfield(L, -2, "__gc");

@@ -8,7 +8,7 @@
 #include "l_arbor.h"
 
 static int pick(lua_State *L, const char *const names[], const char *key,
-                const char *where, const char *what) {
+                const pnode *where, const char *what) {
   const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
   for (int i = 0; v && names[i]; i++)
     if (strcmp(v, names[i]) == 0) return i;
@@ -21,22 +21,24 @@ static int pick(lua_State *L, const char *const names[], const char *key,
     luaL_addchar(&b, '"');
   }
   luaL_pushresult(&b);
-  luaL_error(L, "%s: %s: option '%s' must be one of %s, got %s%s%s", where,
-             what, key, lua_tostring(L, -1), v ? "\"" : "",
-             v ? v : luaL_typename(L, -2), v ? "\"" : "");
+  const char *got = v ? arbor_push_cut(L, v, lua_rawlen(L, -2))
+                      : luaL_typename(L, -2);
+  arbor_dn_error(L, where, "%s: option '%s' must be one of %s, got %s%s%s",
+                 what, key, lua_tostring(L, v ? -2 : -1), v ? "\"" : "", got,
+                 v ? "\"" : "");
   return 0;
 }
 
-static int boolean(lua_State *L, const char *key, const char *where,
+static int boolean(lua_State *L, const char *key, const pnode *where,
                    const char *what) {
   if (!lua_isboolean(L, -1))
-    luaL_error(L, "%s: %s: option '%s' must be a boolean, got %s", where, what,
-               key, luaL_typename(L, -1));
+    arbor_dn_error(L, where, "%s: option '%s' must be a boolean, got %s", what,
+                   key, luaL_typename(L, -1));
   return lua_toboolean(L, -1);
 }
 
 int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
-                       const char *where, const char *what) {
+                       const pnode *where, const char *what) {
   static const char *const strategies[] = {"one_for_all", "rest_for_one",
                                            "one_for_one", NULL};
   static const char *const autos[] = {"never", "any_significant",
@@ -58,18 +60,18 @@ int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
 }
 
 void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
-                          const char *where, const char *what) {
+                          const pnode *where, const char *what) {
   if (o->grouping && strcmp(what, "ctx:group") != 0)
-    luaL_error(L,
-               "%s: %s: options 'strategy' and 'ordered' are for ctx:group "
-               "(children of ctx:run are one_for_one)",
-               where, what);
+    arbor_dn_error(L, where,
+                   "%s: options 'strategy' and 'ordered' are for ctx:group "
+                   "(children of ctx:run are one_for_one)",
+                   what);
   if ((o->gflags & GF_SIGNIFICANT) && strcmp(what, "ctx:group") == 0 &&
       (o->gflags & GF_STRATEGY) == GS_ONE_FOR_ALL)
-    luaL_error(L,
-               "%s: %s: option 'significant' on a one_for_all group: its "
-               "members restart together, so one of them ending DONE is "
-               "undone by a sibling's death; use rest_for_one or "
-               "one_for_one, or make the group's parent significant",
-               where, what);
+    arbor_dn_error(L, where,
+                   "%s: option 'significant' on a one_for_all group: its "
+                   "members restart together, so one of them ending DONE is "
+                   "undone by a sibling's death; use rest_for_one or "
+                   "one_for_one, or make the group's parent significant",
+                   what);
 }

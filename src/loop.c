@@ -36,9 +36,9 @@ void arbor__force_close(arbor_engine *e, pnode *pn) {
   pn->n.flags |= ARBOR_F_FORCED;
   if (e->stop_requested && !e->closing) {
     if (!e->first_forced) {
-      char dn[1024];
-      arbor_node_dn(&pn->n, dn, sizeof dn);
-      e->first_forced = arbor_str_new(dn, strlen(dn));
+      char *dn = arbor_node_dn_dup(&pn->n);
+      e->first_forced = arbor_str_lit(dn ? dn : "?");
+      free(dn);
     }
     e->forced_in_stop++;
   }

@@ -619,6 +619,18 @@ int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
   return 1;
 }
 
+void arbor_push_dn(lua_State *L, const arbor_node *n) {
+  char buf[256]; /* most DNs fit: formed once, no Lua buffer */
+  size_t len = arbor_node_dn(n, buf, sizeof buf);
+  if (len < sizeof buf) {
+    lua_pushlstring(L, buf, len);
+    return;
+  }
+  luaL_Buffer b;
+  arbor_node_dn(n, luaL_buffinitsize(L, &b, len + 1), len + 1);
+  luaL_pushresultsize(&b, len);
+}
+
 void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
   if (!pn->logs) {
     pn->logs = calloc(1, sizeof *pn->logs);
@@ -636,10 +648,8 @@ void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
   lg->time[idx] = arbor__step_time(e);
   if (e->log_ref != LUA_NOREF) {
     lua_State *L = e->L;
-    char buf[1024];
-    size_t dl = arbor_node_dn(&pn->n, buf, sizeof buf);
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->log_ref);
-    lua_pushlstring(L, buf, dl < sizeof buf ? dl : sizeof buf - 1);
+    arbor__push_dn(e, L, pn);
     lua_pushlstring(L, line->s, line->len);
     lua_pushnumber(L, arbor__step_time(e));
     arbor__budget_call(e, L, 3); /* user code: bounded like a policy */

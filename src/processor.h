@@ -284,6 +284,9 @@ double arbor_engine_step_time(arbor_engine *e);
 pnode *arbor_engine_waits_for(pnode *pn);
 
 
+/* Pushes n's whole DN onto L (DNs have no length limit). [-0, +1, m] */
+void arbor_push_dn(lua_State *L, const arbor_node *n);
+
 /* Pushes the unique cancellation error value onto L. [-0, +1, -] */
 void arbor_push_canceled(lua_State *L);
 /* 1 when the value at idx is the cancellation error. */

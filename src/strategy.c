@@ -15,6 +15,7 @@
  */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int strategy_of(const pnode *pn) { return pn->gflags & GF_STRATEGY; }
@@ -110,13 +111,13 @@ void arbor__significant_done(arbor_engine *e, pnode *pn) {
       arbor_node_canceled(&p->n) || (p->pflags & PN_AUTODONE))
     return;
   if (mode == GA_ALL && !all_significant_done(p)) return;
-  char buf[1024];
-  arbor_node_dn(&pn->n, buf, sizeof buf);
+  char *dn = arbor_node_dn_dup(&pn->n);
   arbor_str *why = arbor_str_fmt("auto_shutdown (%s): significant child %s "
                                  "done",
                                  mode == GA_ANY ? "any_significant"
                                                 : "all_significant",
-                                 buf);
+                                 dn ? dn : "?");
+  free(dn);
   arbor_engine_event(e, p, ARBOR_EV_POLICY, why);
   arbor_str_set(&p->error, why);
   arbor_str_unref(why);

@@ -168,22 +168,30 @@ arbor_node *arbor_tree_find(arbor_tree *t, const char *dn, size_t len) {
 
 size_t arbor_node_dn(const arbor_node *n, char *buf, size_t size) {
   size_t total = 0;
-  for (const arbor_node *p = n; p; p = p->parent)
+  for (const arbor_node *p = n; p; p = p->parent) {
     total += p->namelen + (p->parent ? 1 : 0);
+    n->tree->steps++;
+  }
   if (size == 0) return total;
   size_t end = total < size - 1 ? total : size - 1;
   buf[end] = '\0';
+  /* from the last name backwards; what lies past `end` is left out */
   size_t pos = total;
   for (const arbor_node *p = n; p; p = p->parent) {
     pos -= p->namelen;
-    for (size_t i = 0; i < p->namelen; i++)
-      if (pos + i < end) buf[pos + i] = p->name[i];
-    if (p->parent) {
-      pos--;
-      if (pos < end) buf[pos] = '.';
-    }
+    if (pos < end)
+      memcpy(buf + pos, p->name,
+             end - pos < p->namelen ? end - pos : p->namelen);
+    if (p->parent && --pos < end) buf[pos] = '.';
   }
   return total;
+}
+
+char *arbor_node_dn_dup(const arbor_node *n) {
+  size_t len = arbor_node_dn(n, NULL, 0);
+  char *s = malloc(len + 1);
+  if (s) arbor_node_dn(n, s, len + 1);
+  return s;
 }
 
 unsigned arbor_node_depth(const arbor_node *n) {
@@ -205,7 +213,13 @@ void arbor_tree_start(arbor_node *n) {
   n->incarnation++;
   n->state = ARBOR_NEW;
   n->flags = (uint8_t)((n->flags & ARBOR_F_HELD) | ARBOR_F_RUNNING);
-  for (arbor_node *p = n; p; p = p->parent) p->live++;
+  n->tree->running++;
+  /* n's subtree was not live (its children are discarded): it now counts
+     in its parent, and so on up while a parent was not live either */
+  for (arbor_node *p = n; p; p = p->parent) {
+    n->tree->steps++;
+    if (p->live++ > 0) break;
+  }
 }
 
 void arbor_tree_exit(arbor_node *n, arbor_state s) {
@@ -216,7 +230,11 @@ void arbor_tree_exit(arbor_node *n, arbor_state s) {
     if (s == ARBOR_DEAD) n->flags |= ARBOR_F_CANCEL;
     if (n->tree->hooks.state) n->tree->hooks.state(n, from, n->tree->hooks.ud);
   }
-  for (arbor_node *p = n; p; p = p->parent) p->live--;
+  n->tree->running--;
+  for (arbor_node *p = n; p; p = p->parent) {
+    n->tree->steps++;
+    if (--p->live > 0) break;
+  }
 }
 
 void arbor_tree_set_state(arbor_node *n, arbor_state s) {

@@ -1,6 +1,6 @@
 /* tree.h: the supervision tree (rules T1-T8 of SEMANTICS.md) as plain C.
  *
- * Nodes, their five states, the per-subtree count of running incarnations,
+ * Nodes, their five states, which subtrees have running incarnations,
  * logical cancellation and DN lookup. No libuv, no Lua: the processor owns
  * coroutines and timers and hears about tree changes through arbor_hooks.
  */
@@ -56,7 +56,9 @@ struct arbor_node {
   arbor_node *gnext;         /* circular ring of the members of one ctx:group */
   arbor_node *hnext;         /* hash chain of (parent, name) */
   uint64_t incarnation;      /* 0 until first started */
-  uint32_t live;             /* running incarnations in this subtree, self included */
+  uint32_t live;             /* live subtrees: 1 while running, plus 1 per
+                                child with a running incarnation in its
+                                subtree; 0 once the whole subtree exited */
   uint32_t nchildren;
   uint32_t refs;             /* tree membership + events + handles */
   uint32_t hash;
@@ -90,8 +92,11 @@ struct arbor_tree {
   size_t nbuckets;
   size_t nnodes;       /* attached nodes */
   size_t allocated;    /* nodes in memory, attached or only referenced */
+  size_t running;      /* running incarnations */
   size_t node_size;    /* bytes per node: >= sizeof(arbor_node) */
   arbor_hooks hooks;
+  uint64_t steps;      /* nodes visited by walks towards the root (live
+                          counts, DNs): what depth costs, for the specs */
 };
 
 /* Error codes, negative like libuv. */
@@ -123,23 +128,28 @@ arbor_node *arbor_tree_child(arbor_node *parent, const char *name, size_t len);
 /* Node by DN ("root", "root.a.b"), or NULL. */
 arbor_node *arbor_tree_find(arbor_tree *t, const char *dn, size_t len);
 /* Writes n's DN into buf (NUL-terminated, truncated to size) and returns its
-   full length. */
+   full length; buf may be NULL when size is 0. DNs have no length limit:
+   callers size the buffer by a first call. */
 size_t arbor_node_dn(const arbor_node *n, char *buf, size_t size);
+/* n's whole DN in a new malloc'd string, or NULL when out of memory. */
+char *arbor_node_dn_dup(const arbor_node *n);
 /* Depth: 0 for the root. */
 unsigned arbor_node_depth(const arbor_node *n);
 
 /* Puts b into a's group ring (ctx:group members, T6). */
 void arbor_tree_group(arbor_node *a, arbor_node *b);
 
-/* Starts a new incarnation of n: incarnation+1, state NEW, RUNNING, live
-   counts of n and its ancestors +1; clears CANCEL, PENDING, FORCED and
-   DECLARED. n must not be running and its children must be discarded. */
+/* Starts a new incarnation of n: incarnation+1, state NEW, RUNNING, n's
+   live count +1 (and its ancestors' up to the first that was live already);
+   clears CANCEL, PENDING, FORCED and DECLARED. n must not be running and its
+   children must be discarded. */
 void arbor_tree_start(arbor_node *n);
 /* Records that n's incarnation ended in state s (ignored when n was declared
-   DEAD: it stays DEAD). Decrements live counts up to the root. Ending DEAD
-   marks n's own context canceled only: the caller cancels the subtree
-   (arbor_tree_cancel(n)) at once, before anything else is canceled, since
-   arbor_tree_cancel skips subtrees whose root is already canceled. */
+   DEAD: it stays DEAD). Decrements n's live count, and its ancestors' up to
+   the first that stays live. Ending DEAD marks n's own context canceled
+   only: the caller cancels the subtree (arbor_tree_cancel(n)) at once,
+   before anything else is canceled, since arbor_tree_cancel skips subtrees
+   whose root is already canceled. */
 void arbor_tree_exit(arbor_node *n, arbor_state s);
 /* Sets n's state (the processor's signals and declarations), reporting it
    through the state hook. Setting DEAD also cancels n's own context. */

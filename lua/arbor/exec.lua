@@ -73,7 +73,7 @@ local function environment(ctx, opts)
   end
   for k, v in pairs(opts.env or {}) do
     if type(k) ~= "string" or k == "" or k:find("=", 1, true) then
-      misuse(ctx, "ctx:exec", "option 'env': bad variable name %s", tostring(k))
+      misuse(ctx, "ctx:exec", "option 'env': bad variable name %s", core.cut(k))
     end
     if v == false then
       vars[k] = nil
@@ -170,7 +170,7 @@ function M.exec(ctx, argv, opts)
   opts = opts or {}
   for k in pairs(opts) do
     if not exec_options[k] then
-      misuse(ctx, "ctx:exec", "unknown option '%s'", tostring(k))
+      misuse(ctx, "ctx:exec", "unknown option '%s'", core.cut(k))
     end
   end
   if opts.cwd ~= nil and type(opts.cwd) ~= "string" then
@@ -308,7 +308,7 @@ function M.runnable(argv, opts)
   return function(ctx)
     if not r then
       for k in pairs(opts) do
-        if not runnable_options[k] then misuse(ctx, "arbor.exec", "unknown option '%s'", tostring(k)) end
+        if not runnable_options[k] then misuse(ctx, "arbor.exec", "unknown option '%s'", core.cut(k)) end
       end
       local ready = readiness(ctx, opts.ready)
       eopts = {}

@@ -136,7 +136,7 @@ function NodeMethods.swap(self, fn, opts)
   end
   for k in pairs(opts or {}) do
     if k ~= "restart" then
-      error("swap " .. dn .. ": unknown option '" .. tostring(k) .. "'", 2)
+      error("swap " .. dn .. ": unknown option '" .. core.cut(k) .. "'", 2)
     end
   end
   e:swap(dn, fn, opts and opts.restart)
@@ -169,11 +169,10 @@ local function secs(x) return string.format("%.3fs", x) end
 local function explain_fields(f, e)
   local dn, now = f.dn, e:now()
   if f.blocked then -- behind a closed lifecycle gate (L7)
-    local parent = f.parent and e:node(f.parent)
     local gate = (f.sidecar and f.lifecycle .. " sidecar" or f.lifecycle)
     return "blocked", string.format("%s is not running: its lifecycle gate "
       .. "(%s) is closed while %s's coordinator is in state %s", dn, gate,
-      f.parent, tostring(parent and parent.coordinator))
+      f.parent, tostring(f.parent and e:node(f.parent, "coordinator")))
   end
   if f.running and f.stopping then
     if f.waiting_for and f.waiting_for ~= dn then
@@ -236,29 +235,35 @@ local function explain_fields(f, e)
   return "exited", string.format("%s exited %s", dn, f.state)
 end
 
+-- The fields explain reads, each read from the engine when used.
+local function lazy_fields(e, dn)
+  return setmetatable({}, {__index = function(_, k) return e:node(dn, k) end})
+end
+
 function M._explain(e, dn)
-  local f, err = e:node(dn)
-  if not f then return nil, err end
-  local why, sentence = explain_fields(f, e)
+  local _, err = e:node(dn, "dn")
+  if err then return nil, err end
+  local why, sentence = explain_fields(lazy_fields(e, dn), e)
   return sentence, why
 end
 
 local NodeView = {
+  -- Each field is read from the engine alone, when used (T13a): reading
+  -- `state` does not build `children`.
   __index = function(self, k)
     local m = NodeMethods[k]
     if m then return m end
     local e, dn = view_engine(self)
-    local fields = e:node(dn)
-    if fields and (k == "why" or k == "explanation") then
-      local why, sentence = explain_fields(fields, e)
+    if k == "why" or k == "explanation" then
+      if not e:node(dn, "dn") then return nil end
+      local why, sentence = explain_fields(lazy_fields(e, dn), e)
       return k == "why" and why or sentence
     end
-    return fields and fields[k]
+    return e:node(dn, k)
   end,
   __tostring = function(self)
     local e, dn = view_engine(self)
-    local f = e:node(dn)
-    return string.format("node(%s %s)", dn, f and f.state or "gone")
+    return string.format("node(%s %s)", dn, e:node(dn, "state") or "gone")
   end,
 }
 
@@ -268,8 +273,8 @@ function M._node_view(e, dn, after)
   if type(dn) ~= "string" then
     error("node(dn): dn must be a string, got " .. type(dn), 3)
   end
-  local fields, err = e:node(dn)
-  if not fields then return nil, err end
+  local _, err = e:node(dn, "dn")
+  if err then return nil, err end
   return setmetatable({_engine = e, dn = dn, _after = after}, NodeView)
 end
 
@@ -306,8 +311,8 @@ local function print_event(ev, e, show)
     line = string.format("%s %-24s %s -> %s%s", fmt_time(ev.time), ev.dn,
       ev.from, ev.to, ev.reason and ("  " .. ev.reason) or "")
   elseif ev.kind == "coordinator" then
-    local parent = e:node(ev.dn)
-    if parent and not parent.gated then return end
+    local gated, gone = e:node(ev.dn, "gated")
+    if not gone and not gated then return end
     line = string.format("%s %-24s coordinator %s -> %s  (%s)", fmt_time(ev.time),
       ev.dn, ev.from, ev.to, ev.reason or "")
   else
@@ -362,7 +367,7 @@ function M.run(root, opts)
   M._check_root_options("arbor.run", opts)
   for k in pairs(opts) do
     if not run_options[k] then
-      error("arbor.run: unknown option '" .. tostring(k) .. "'", 2)
+      error("arbor.run: unknown option '" .. core.cut(k) .. "'", 2)
     end
   end
   if opts.policy ~= nil and type(opts.policy) ~= "function" then

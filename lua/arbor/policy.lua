@@ -35,7 +35,7 @@ local function check_number(fname, opts, key, default, min, max, above)
   if bad_number(v) or v < min or (above and v == min) or (max and v > max) then
     error(string.format("arbor.policy.%s: '%s' must be a finite number %s%s, got %s",
       fname, key, (above and "> " or ">= ") .. min,
-      max and (" and <= " .. max) or "", tostring(v)), 3)
+      max and (" and <= " .. max) or "", core.cut(v)), 3)
   end
   return v
 end
@@ -49,7 +49,7 @@ local function check_keys(fname, opts, allowed)
   for k in pairs(opts) do
     if not allowed[k] then
       error(string.format("arbor.policy.%s: unknown option '%s'", fname,
-        tostring(k)), 3)
+        core.cut(k)), 3)
     end
   end
   return opts
@@ -186,7 +186,7 @@ function M.intensity(opts)
   local give_up = opts["then"] == nil and "escalate" or opts["then"]
   if give_up ~= "escalate" and give_up ~= "stop" and type(give_up) ~= "function" then
     error("arbor.policy.intensity: 'then' must be \"escalate\", \"stop\" or a "
-      .. "policy (a function), got " .. tostring(give_up), 2)
+      .. "policy (a function), got " .. core.cut(give_up), 2)
   end
   if max < EXACT then
     local need = math.floor(max) + 1 -- failures that exceed the limit
@@ -317,7 +317,7 @@ function M.simulate(p, failures, opts)
   opts = opts or {}
   if type(opts) ~= "table" then sim_error("opts must be a table, got " .. type(opts)) end
   for k in pairs(opts) do
-    if not sim_options[k] then sim_error("unknown option '" .. tostring(k) .. "'") end
+    if not sim_options[k] then sim_error("unknown option '" .. core.cut(k) .. "'") end
   end
   local list, by_uptime = failures, false
   if failures.uptimes ~= nil then
@@ -380,7 +380,7 @@ end
 -- its "stop" or "escalate".
 function M.curve(p, n, opts)
   if math.type(n) ~= "integer" or n < 0 then
-    error("arbor.policy.curve(policy, n): n must be an integer >= 0, got " .. tostring(n), 2)
+    error("arbor.policy.curve(policy, n): n must be an integer >= 0, got " .. core.cut(n), 2)
   end
   local uptimes = {}
   for i = 1, n do uptimes[i] = 0 end

@@ -33,7 +33,7 @@ function M.new(opts)
   end
   for k in pairs(opts) do
     if not new_options[k] then
-      error("testing.new: unknown option '" .. tostring(k) .. "'", 2)
+      error("testing.new: unknown option '" .. core.cut(k) .. "'", 2)
     end
   end
   local e = core.engine{virtual = true, seed = opts.seed or 1,
@@ -67,8 +67,7 @@ function Harness:now() return self.engine:now() end
 
 --- The state of the node at dn ("NEW", "HEALTHY", ...), or nil.
 function Harness:state(dn)
-  local n = self.engine:node(dn)
-  return n and n.state
+  return (self.engine:node(dn, "state"))
 end
 
 --- The node view of arbor.node(dn) (T13a), methods included.

@@ -121,6 +121,39 @@ local function idle_wakeups(n, seconds)
   return wakeups
 end
 
+-- Deep chain (issue 13): a chain of `depth` nodes below the root is
+-- restarted from its top; microseconds per node from the restart until the
+-- deepest node runs again, and the engine's tree steps (nodes its walks
+-- towards the root visited) per node. The restart is linear when both stay
+-- flat as the depth grows; the steps are exact, the time is this VM's.
+local function chain_restart(depth)
+  local built, t0, per_node, steps = arbor.channel(1), nil, nil, nil
+  arbor.run(function(ctx)
+    local function level(d)
+      return function(c)
+        if d < depth then
+          c:run("n" .. d + 1, level(d + 1))
+        elseif not t0 then
+          built:send(true)
+        else
+          per_node = (core.hrtime() - t0) / 1e3 / depth
+          steps = (core.current():stats().tree_steps - steps) / depth
+          arbor.stop()
+        end
+        idle(c)
+      end
+    end
+    ctx:run("n1", level(1))
+    ctx:signal("healthy")
+    built:recv()
+    steps = core.current():stats().tree_steps
+    t0 = core.hrtime()
+    arbor.node("root.n1"):restart()
+    ctx:wait()
+  end, {signals = false})
+  return per_node, steps
+end
+
 -- References in plain Lua, no arbor: what the same work costs this machine
 -- without a supervisor, so the figures above read against a floor.
 -- A failing "restart": a fresh coroutine that raises, resumed once.
@@ -171,6 +204,21 @@ report(string.format("restart latency, tree of %d nodes", n), lat_big, "us",
   "<= 1.2x", lat_big <= 1.2 * lat_small)
 report("  ratio big/small", lat_big / lat_small, "x", "<= 1.2",
   lat_big <= 1.2 * lat_small)
+
+local shallow, deep = size(5000, 100), size(20000, 400)
+local function chain_median(depth) -- of three runs: one is noisy here
+  local xs, steps = {}, nil
+  for i = 1, size(3, 1) do xs[i], steps = chain_restart(depth) end
+  return median(xs), steps
+end
+local chain_shallow = chain_median(shallow)
+local chain_deep, chain_steps = chain_median(deep)
+report(string.format("deep chain: restart, %d deep, per node", shallow),
+  chain_shallow, "us", "")
+report(string.format("deep chain: restart, %d deep, per node", deep),
+  chain_deep, "us", "<= 2x", chain_deep <= 2 * chain_shallow)
+report(string.format("deep chain: tree steps per node, %d deep", deep),
+  chain_steps, "", "<= 8", chain_steps <= 8)
 
 local secs = size(10, 0.5)
 local w = idle_wakeups(1000, secs)

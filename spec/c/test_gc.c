@@ -81,7 +81,7 @@ TEST(dead_parent_waits_for_children) {
   ASSERT_NULL(arbor_gc_candidate(a)); /* children still run */
   arbor_tree_exit(c1, ARBOR_CANCELED);
   ASSERT(arbor_gc_wants(c1));
-  ASSERT_NULL(arbor_gc_candidate(c1)); /* parent canceled; a->live 2 */
+  ASSERT_NULL(arbor_gc_candidate(c1)); /* parent canceled; c2 runs */
   arbor_tree_exit(g, ARBOR_CANCELED);
   ASSERT_NULL(arbor_gc_candidate(g));
   ASSERT_UINT_EQ(a->live, 1);

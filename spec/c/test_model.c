@@ -196,8 +196,11 @@ static void check_invariants(void) {
   collect();
   for (size_t i = 0; i < nall; i++) {
     arbor_node *n = all[i];
-    ASSERT_MSG(n->live == M(n)->run, "live of %s is %u, %u running", dn(n),
-               n->live, M(n)->run);
+    /* live: itself running, plus its children whose subtrees run */
+    uint32_t live = arbor_node_running(n) ? 1 : 0;
+    for (arbor_node *c = n->first; c; c = c->next) live += M(c)->run > 0;
+    ASSERT_MSG(n->live == live, "live of %s is %u, want %u (%u running)",
+               dn(n), n->live, live, M(n)->run);
     /* cancellation is inherited by the whole subtree (the GC relies on it) */
     if (n->parent && arbor_node_canceled(n->parent))
       ASSERT_MSG(arbor_node_canceled(n), "%s not canceled under %s", dn(n),
@@ -205,6 +208,7 @@ static void check_invariants(void) {
     ASSERT(!(n->flags & ARBOR_F_DETACHED));
     ASSERT(!((n->flags & ARBOR_F_RUNNING) && (n->flags & ARBOR_F_PENDING)));
   }
+  ASSERT_UINT_EQ(tree.running, M(tree.root)->run);
   /* nothing else holds references: every node in memory is in the tree */
   ASSERT_UINT_EQ(tree.nnodes, nall);
   ASSERT_UINT_EQ(tree.allocated, nall);

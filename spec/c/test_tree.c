@@ -288,6 +288,42 @@ TEST(find_and_dn) {
   ASSERT_EQ(g_tree_released, 6);
 }
 
+TEST(dn_of_any_length) {
+  /* 2,000 levels of 64-byte names: a DN of 130,004 bytes, found and
+     formed whole */
+  arbor_tree t;
+  setup(&t);
+  enum { D = 2000 };
+  char name[65], *expect = malloc(4 + (size_t)D * 65 + 1);
+  ASSERT_NOT_NULL(expect);
+  size_t len = 4;
+  memcpy(expect, "root", 4);
+  arbor_node *n = t.root;
+  for (int d = 1; d <= D; d++) {
+    snprintf(name, sizeof name, "%064d", d);
+    n = add(n, name);
+    expect[len++] = '.';
+    memcpy(expect + len, name, 64);
+    len += 64;
+  }
+  expect[len] = '\0';
+  ASSERT_UINT_EQ(len, 4 + (size_t)D * 65);
+  ASSERT_UINT_EQ(arbor_node_dn(n, NULL, 0), len);
+  char *got = arbor_node_dn_dup(n);
+  ASSERT_NOT_NULL(got);
+  ASSERT_STR_EQ(got, expect);
+  ASSERT_PTR_EQ(arbor_tree_find(&t, expect, len), n);
+  ASSERT_PTR_EQ(arbor_tree_find(&t, expect, len - 65), n->parent);
+  ASSERT_NULL(arbor_tree_find(&t, expect, len - 66));
+  free(got);
+  got = arbor_node_dn_dup(n->parent);
+  ASSERT_UINT_EQ(strlen(got), len - 65);
+  ASSERT_MEM_EQ(got, expect, len - 65);
+  free(got);
+  free(expect);
+  arbor_tree_close(&t);
+}
+
 TEST(start_exit_live_counts) {
   arbor_tree t;
   setup(&t);
@@ -298,11 +334,13 @@ TEST(start_exit_live_counts) {
   arbor_node *b = add_start(a, "b");
   arbor_node *c = add_start(b, "c");
   arbor_node *d = add_start(t.root, "d");
-  ASSERT_UINT_EQ(t.root->live, 5);
-  ASSERT_UINT_EQ(a->live, 3);
+  /* itself running, plus its children whose subtrees run */
+  ASSERT_UINT_EQ(t.root->live, 3);
+  ASSERT_UINT_EQ(a->live, 2);
   ASSERT_UINT_EQ(b->live, 2);
   ASSERT_UINT_EQ(c->live, 1);
   ASSERT_UINT_EQ(d->live, 1);
+  ASSERT_UINT_EQ(t.running, 5);
   ASSERT(arbor_node_running(c));
   ASSERT_EQ(c->state, ARBOR_NEW);
   ASSERT_EQ(c->flags & ARBOR_F_PENDING, 0);
@@ -324,9 +362,10 @@ TEST(start_exit_live_counts) {
   ASSERT_UINT_EQ(c->live, 0);
   ASSERT_UINT_EQ(b->live, 1);
   ASSERT_UINT_EQ(a->live, 2);
-  ASSERT_UINT_EQ(t.root->live, 4);
+  ASSERT_UINT_EQ(t.root->live, 3);
+  ASSERT_UINT_EQ(t.running, 4);
 
-  /* a exits while its children run: only the counts on its path change */
+  /* a exits while its children run: its subtree is still live */
   arbor_tree_exit(a, ARBOR_DEAD);
   ASSERT_EQ(a->state, ARBOR_DEAD);
   ASSERT(arbor_node_canceled(a)); /* death cancels its own context */
@@ -338,6 +377,7 @@ TEST(start_exit_live_counts) {
   ASSERT_UINT_EQ(t.root->live, 3);
   ASSERT_UINT_EQ(d->live, 1);
 
+  /* the last running node of a's subtree: a's subtree is no longer live */
   arbor_tree_exit(b, ARBOR_DEAD);
   ASSERT_UINT_EQ(a->live, 0);
   ASSERT_UINT_EQ(t.root->live, 2);
@@ -368,10 +408,45 @@ TEST(start_exit_live_counts) {
   ASSERT_EQ(d->state, ARBOR_CANCELED);
   ASSERT_UINT_EQ(t.root->live, 0);
   ASSERT_UINT_EQ(a->live, 0);
+  ASSERT_UINT_EQ(t.running, 0);
   ASSERT_EQ(t.root->state, ARBOR_DONE);
   ASSERT_STR_EQ(arbor_state_name(t.root->state), "DONE");
   arbor_tree_close(&t);
   ASSERT_EQ(g_tree_released, 5);
+}
+
+TEST(deep_chain_live_walks) {
+  /* a start or an exit walks up only while subtrees become (or stop being)
+     live: O(1) per node in a chain, at any depth */
+  arbor_tree t;
+  setup(&t);
+  enum { D = 10000 };
+  arbor_node **chain = malloc(D * sizeof *chain);
+  ASSERT_NOT_NULL(chain);
+  arbor_tree_start(t.root);
+  arbor_node *n = t.root;
+  char name[16];
+  uint64_t before = t.steps;
+  for (int d = 0; d < D; d++) {
+    snprintf(name, sizeof name, "n%d", d);
+    chain[d] = n = add_start(n, name);
+  }
+  ASSERT_UINT_EQ(t.steps - before, 2 * D);
+  ASSERT_UINT_EQ(t.root->live, 2);
+  ASSERT_UINT_EQ(t.running, D + 1);
+  before = t.steps;
+  for (int d = D; d-- > 0;) arbor_tree_exit(chain[d], ARBOR_CANCELED);
+  ASSERT_UINT_EQ(t.steps - before, 2 * D);
+  ASSERT_UINT_EQ(t.root->live, 1);
+  ASSERT_UINT_EQ(chain[0]->live, 0);
+  /* the leaf alone running again: the whole path becomes live */
+  before = t.steps;
+  arbor_tree_start(chain[D - 1]);
+  ASSERT_UINT_EQ(t.steps - before, D + 1);
+  ASSERT_UINT_EQ(chain[0]->live, 1);
+  ASSERT_UINT_EQ(t.root->live, 2);
+  free(chain);
+  arbor_tree_close(&t);
 }
 
 TEST(state_names) {
@@ -957,7 +1032,8 @@ TEST(hash_growth_100k_children) {
   /* starting all of them: counts */
   for (int i = 0; i < N; i++) arbor_tree_start(nodes[i]);
   ASSERT_UINT_EQ(p->live, N + 1);
-  ASSERT_UINT_EQ(t.root->live, N + 2);
+  ASSERT_UINT_EQ(t.root->live, 2);
+  ASSERT_UINT_EQ(t.running, N + 2);
   ASSERT_UINT_EQ(arbor_tree_cancel(p), N + 1);
   for (int i = 0; i < N; i++) arbor_tree_exit(nodes[i], ARBOR_CANCELED);
   ASSERT_UINT_EQ(p->live, 1);
