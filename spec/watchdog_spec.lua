@@ -84,6 +84,54 @@ describe("the watchdog cannot be escaped", function()
     assert.matches("runaway runnable: ran %d+ ms", field(out, "error"))
   end)
 
+  it("stops a runnable looping in a coroutine it made and resumed", function()
+    local out = isolated([[
+      local cases = {
+        wrap = function() coroutine.wrap(function() load(ESCAPE)() end)() end,
+        resume = function()
+          local co = coroutine.create(function() load(ESCAPE)() end)
+          coroutine.resume(co)
+          load(ESCAPE)()
+        end,
+        nested = function()
+          coroutine.wrap(function()
+            coroutine.wrap(function() load(ESCAPE)() end)()
+          end)()
+        end,
+        generator = function()
+          local gen = coroutine.wrap(function()
+            while true do pcall(coroutine.yield, 1) end
+          end)
+          while true do pcall(gen) end
+        end,
+      }
+      local h = testing.new{seed = 1, runaway = 0.2}
+      h:start(function(ctx)
+        for name, spin in pairs(cases) do
+          ctx:run(name, function(c)
+            c:signal("healthy")
+            c:sleep(1)
+            spin()
+          end, {policy = policy.never})
+        end
+        ctx:run("steady", function(c) c:signal("healthy") c:wait() end)
+        ctx:signal("healthy")
+        ctx:wait()
+      end)
+      h:advance(1)
+      for name in pairs(cases) do
+        print(name .. "=" .. h:state("root." .. name) .. " "
+          .. h:node("root." .. name).error)
+      end
+      print("steady=" .. h:state("root.steady"))
+      h:close()
+    ]])
+    for _, name in ipairs({"wrap", "resume", "nested", "generator"}) do
+      assert.matches("^DEAD .*runaway runnable: ran %d+ ms", field(out, name))
+    end
+    assert.equal("HEALTHY", field(out, "steady"))
+  end)
+
   it("stops every incarnation that dies of the watchdog's error in a C call",
     function()
     -- such a thread has its hooks off for good (Lua 5.4): it must not serve
@@ -107,23 +155,32 @@ describe("the watchdog cannot be escaped", function()
     assert.matches("runaway runnable: ran %d+ ms", field(out, "error"))
   end)
 
-  it("stops a policy, and the default decides", function()
+  it("stops a policy, also inside a coroutine it resumed, and the default "
+    .. "decides", function()
     local out = isolated([[
       local h = testing.new{seed = 1}
       h:start(function(ctx)
         ctx:run("w", function(c) c:sleep(1) error("boom") end,
           {policy = function() load(ESCAPE)() end})
+        ctx:run("v", function(c) c:sleep(1) error("boom") end,
+          {policy = function()
+            coroutine.wrap(function() load(ESCAPE)() end)()
+          end})
         ctx:signal("healthy")
         ctx:wait()
       end)
       h:advance(1)
-      print("log=" .. h:logs("root.w")[1].line)
-      print("pending=" .. tostring(h:node("root.w").restart_at ~= nil))
+      for _, name in ipairs({"w", "v"}) do
+        print(name .. ".log=" .. h:logs("root." .. name)[1].line)
+        print(name .. ".pending=" .. tostring(h:node("root." .. name).restart_at ~= nil))
+      end
       h:close()
     ]])
-    assert.matches("^faulty policy: time budget exceeded: ran %d+ ms %(limit 100 ms%); "
-      .. "the default decides$", field(out, "log"))
-    assert.equal("true", field(out, "pending"))
+    for _, name in ipairs({"w", "v"}) do
+      assert.matches("^faulty policy: .*time budget exceeded: ran %d+ ms %(limit 100 ms%); "
+        .. "the default decides$", field(out, name .. ".log"))
+      assert.equal("true", field(out, name .. ".pending"))
+    end
   end)
 
   it("removes a subscriber that loops, and logs it", function()

@@ -51,6 +51,7 @@ void arbor_open_control(lua_State *L);
 /* The engine of the engine object at idx; raises when closed. */
 arbor_engine *arbor_check_engine(lua_State *L, int idx);
 void arbor_open_window(lua_State *L);
+void arbor_open_coroutine(lua_State *L);
 
 int luaopen_arbor_core(lua_State *L);
 

@@ -29,6 +29,17 @@ static timer_t timer;
 
 static int ready, armed;
 
+/* The coroutines resumed through arbor's coroutine.resume and
+   coroutine.wrap (l_coroutine.c) that are running now, innermost last: a
+   runnable (or a policy) may loop inside one of them, where a hook on the
+   watched coroutine alone never runs. The tick hooks those of the current
+   watch (from nested_base on) too. Deeper ones than NESTED_MAX are counted
+   but not kept. */
+#define NESTED_MAX 64
+static lua_State *nested[NESTED_MAX];
+static _Atomic int nnested;
+static _Atomic int nested_base;
+
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -42,7 +53,8 @@ void arbor_watchdog_push_error(lua_State *L) {
 }
 
 /* Runs at every instruction of the watched coroutine once it passed its
-   limit, and of the coroutines it makes meanwhile (they inherit the hook).
+   limit, of the coroutines it makes meanwhile (they inherit the hook) and of
+   those it resumes (arbor_watchdog_resume).
    Yielding ends a resume for good: no pcall sees it. An error is caught by
    a pcall, but the hook raises again at the caller's next instruction, so
    every pcall on the way out is passed. */
@@ -73,6 +85,21 @@ static void on_tick(int sig) {
   if (now_ns() - atomic_load_explicit(&since, relaxed) < limit) return;
   atomic_store(&fired, 1);
   hook(co);
+  int n = atomic_load_explicit(&nnested, memory_order_acquire);
+  for (int i = atomic_load_explicit(&nested_base, relaxed);
+       i < n && i < NESTED_MAX; i++)
+    hook(nested[i]);
+}
+
+int arbor_watchdog_resume(lua_State *L, lua_State *co, int narg, int *nres) {
+  int i = atomic_load_explicit(&nnested, relaxed);
+  if (i < NESTED_MAX) nested[i] = co;
+  atomic_store_explicit(&nnested, i + 1, memory_order_release);
+  /* past its limit, a watch stops what it resumes too */
+  if (lua_gethook(L) == runaway_hook && !lua_gethook(co)) hook(co);
+  int st = lua_resume(co, L, narg, nres);
+  atomic_store_explicit(&nnested, i, memory_order_release);
+  return st;
 }
 
 /* Creates the timer and its signal handler once. */
@@ -118,6 +145,8 @@ static uint64_t coarse_ns(void) {
 
 void arbor_watchdog_enter(lua_State *co, double limit) {
   may_yield = 1;
+  atomic_store_explicit(&nested_base, atomic_load_explicit(&nnested, relaxed),
+                        relaxed);
   atomic_store_explicit(&limit_ns, limit > 0 ? (uint64_t)(limit * 1e9) : 0,
                         relaxed);
   atomic_store_explicit(&since, coarse_ns(), relaxed);
@@ -139,6 +168,7 @@ void arbor_watchdog_push(arbor_watch *saved, lua_State *L, double limit,
   saved->limit = atomic_load_explicit(&limit_ns, relaxed);
   saved->fired = atomic_load_explicit(&fired, relaxed);
   saved->may_yield = may_yield;
+  saved->nested_base = atomic_load_explicit(&nested_base, relaxed);
   saved->what = what;
   atomic_store_explicit(&fired, 0, relaxed);
   what = message;
@@ -153,6 +183,7 @@ int arbor_watchdog_pop(const arbor_watch *saved, lua_State *L) {
   if (passed) lua_sethook(L, NULL, 0, 0);
   what = saved->what;
   may_yield = saved->may_yield;
+  atomic_store_explicit(&nested_base, saved->nested_base, relaxed);
   atomic_store_explicit(&fired, saved->fired, relaxed);
   atomic_store_explicit(&limit_ns, saved->limit, relaxed);
   atomic_store_explicit(&since, saved->since, relaxed);

@@ -43,12 +43,17 @@ void arbor_watchdog_push_error(lua_State *L);
 typedef struct arbor_watch {
   lua_State *co;
   uint64_t since, limit;
-  int fired, may_yield;
+  int fired, may_yield, nested_base;
   const char *what;
 } arbor_watch;
 void arbor_watchdog_push(arbor_watch *saved, lua_State *L, double limit,
                          const char *message);
 int arbor_watchdog_pop(const arbor_watch *saved, lua_State *L);
+
+/* lua_resume(co, L, narg, nres) for coroutine.resume and coroutine.wrap
+   (l_coroutine.c): while co runs, a watch that passes its limit stops co
+   too, and a watch past its limit already stops co at once. */
+int arbor_watchdog_resume(lua_State *L, lua_State *co, int narg, int *nres);
 
 /* The limit of Lua code the loop runs between the engine's steps (luv
    callbacks): the runaway limit of the tree being run, 0 for none. */

@@ -38,6 +38,11 @@ function os.exit(...)
   return exit(...)
 end
 
+-- coroutine.resume and coroutine.wrap resume through the watchdog, so a
+-- runnable or a policy looping inside a coroutine it resumed is stopped as
+-- one looping in its own code is (T7). Lua's own otherwise.
+coroutine.resume, coroutine.wrap = core.resume, core.wrap
+
 --- The engine that calling code belongs to: the one resuming it now, else
 -- the one arbor.run is running.
 local function engine(level)
