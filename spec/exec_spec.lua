@@ -494,15 +494,22 @@ describe("arbor.exec", function()
     end)
   end)
 
+  -- A program that ignores SIGTERM (grace 0.2 s): SIGKILL ends it. Its pid
+  -- goes to got(pid) once it runs.
+  local function stubborn(got)
+    return arbor.exec({"sh", "-c",
+      "trap '' TERM; echo up $$; while :; do sleep 0.05; done"},
+      {grace = 0.2, ready = {stdout = function(line)
+        local pid = line:match("^up (%d+)$")
+        if pid then got(pid) end
+        return pid ~= nil
+      end}})
+  end
+
   it("reports a tree stop that had to SIGKILL a process: arbor.run returns false", function()
     local pid
     local ok, reason = scenario(function(ctx, root)
-      root:run("stubborn", arbor.exec({"sh", "-c",
-        "trap '' TERM; echo up $$; while :; do sleep 0.05; done"},
-        {grace = 0.2, ready = {stdout = function(line)
-          pid = line:match("^up (%d+)$")
-          return pid ~= nil
-        end}}))
+      root:run("stubborn", stubborn(function(p) pid = p end))
       assert.is_true(within(ctx, function() return state("root.stubborn") == "HEALTHY" end))
     end)
     assert.is_false(ok)
@@ -513,12 +520,7 @@ describe("arbor.exec", function()
   it("names both the nodes closed at their deadline and the processes killed", function()
     local pid
     local ok, reason = scenario(function(ctx, root)
-      root:run("stubborn", arbor.exec({"sh", "-c",
-        "trap '' TERM; echo up $$; while :; do sleep 0.05; done"},
-        {grace = 0.2, ready = {stdout = function(line)
-          pid = line:match("^up (%d+)$")
-          return pid ~= nil
-        end}}))
+      root:run("stubborn", stubborn(function(p) pid = p end))
       root:run("shielded", function(c) -- stopped first: started last
         c:signal("healthy")
         c:shield(function() while true do c:sleep(0.05) end end)

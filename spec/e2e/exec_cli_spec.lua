@@ -28,6 +28,15 @@ local function stat(pid)
   return {pid = pid, ppid = tonumber(ppid), state = state, comm = comm}
 end
 
+-- True when no process of the process groups in `groups` (pgid -> true)
+-- is left.
+local function groups_gone(groups)
+  for _, p in ipairs(processes()) do
+    if groups[p.pgid] then return false end
+  end
+  return true
+end
+
 -- The live guard (arbor-guard) of arbor process pid, or nil.
 local function guard_of(pid)
   for name in sh("ls /proc"):gmatch("%d+") do
@@ -57,12 +66,7 @@ describe("arbor processes, end to end", function()
     assert.is_nil(groups[pid]) -- its own group, not arbor's
     os.execute("kill -9 " .. pid)
     assert.is_true(eventually(function() return #marked() == 0 end))
-    assert.is_true(eventually(function()
-      for _, p in ipairs(processes()) do
-        if groups[p.pgid] then return false end
-      end
-      return true
-    end))
+    assert.is_true(eventually(function() return groups_gone(groups) end))
   end)
 
   for _, init in ipairs{"", " --init"} do
@@ -107,12 +111,7 @@ describe("arbor processes, end to end", function()
       assert.is_nil(stat(old)) -- reaped
       os.execute("kill -9 " .. pid)
       assert.is_true(eventually(function() return #marked() == 0 end))
-      assert.is_true(eventually(function()
-        for _, p in ipairs(processes()) do
-          if groups[p.pgid] then return false end
-        end
-        return true
-      end))
+      assert.is_true(eventually(function() return groups_gone(groups) end))
     end)
   end
 
