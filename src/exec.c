@@ -1023,8 +1023,6 @@ void arbor_exec_engine_free(arbor_engine *e) {
     p->e = NULL;
   }
   close_outlets(e, NULL);
-  arbor_str_unref(e->first_killed);
-  e->first_killed = NULL;
   /* the close callbacks run now, on the loop the engine leaves */
   if (e->loop) uv_run(e->loop, UV_RUN_NOWAIT);
 }

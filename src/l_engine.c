@@ -160,12 +160,25 @@ static int l_run(lua_State *L) {
     lua_pushstring(L, e->gave_up_reason ? e->gave_up_reason->s : "gave up");
     return 2;
   }
-  if (e->forced_in_stop) { /* T12: not a clean stop */
+  if (e->forced_in_stop || e->killed_in_stop) { /* T12: not a clean stop */
     lua_pushboolean(L, 0);
-    lua_pushfstring(L,
-                    "the tree stopped, but %d node(s) were closed at their "
-                    "shutdown deadline (the first: %s)",
-                    (int)e->forced_in_stop, e->first_forced->s);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "the tree stopped, but ");
+    if (e->forced_in_stop) {
+      lua_pushfstring(L, "%d node(s) were closed at their shutdown deadline "
+                      "(the first: %s)", (int)e->forced_in_stop,
+                      e->first_forced->s);
+      luaL_addvalue(&b);
+    }
+    if (e->forced_in_stop && e->killed_in_stop) luaL_addstring(&b, "; ");
+    if (e->killed_in_stop) {
+      lua_pushfstring(L, "%d process(es) had to be killed with SIGKILL (the "
+                      "first: %s)", (int)e->killed_in_stop,
+                      e->first_killed ? e->first_killed->s : "?");
+      luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
     return 2;
   }
   lua_pushboolean(L, 1);

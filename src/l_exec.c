@@ -219,16 +219,6 @@ static int l_init_mode(lua_State *L) {
   return 1;
 }
 
-/* core.killed_in_stop(engine) -> n, "DN, pid N" of the first: processes
-   that a stop of the tree had to SIGKILL (T12: not a clean stop). */
-static int l_killed_in_stop(lua_State *L) {
-  arbor_engine *e = arbor_check_engine(L, 1);
-  lua_pushinteger(L, e->killed_in_stop);
-  if (!e->first_killed) return 1;
-  lua_pushlstring(L, e->first_killed->s, e->first_killed->len);
-  return 2;
-}
-
 /* ---- blocking on a process ------------------------------------------ */
 
 enum { PW_EXIT, PW_EVENT, PW_STOP };
@@ -466,7 +456,7 @@ static const luaL_Reg funcs[] = {
     {"spawn", l_spawn},   {"access", l_access}, {"user", l_user},
     {"group", l_group},   {"signum", l_signum}, {"init_mode", l_init_mode},
     {"environ", l_environ},   {"rlimit", l_rlimit},
-    {"shim_path", l_shim_path}, {"killed_in_stop", l_killed_in_stop},
+    {"shim_path", l_shim_path},
     {NULL, NULL},
 };
 

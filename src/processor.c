@@ -823,6 +823,7 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_sched_close(&e->sched);
   arbor_str_unref(e->gave_up_reason);
   arbor_str_unref(e->first_forced);
+  arbor_str_unref(e->first_killed);
   arbor_str_unref(e->reason);
   arbor_str_unref(e->r_start);
   arbor_str_unref(e->r_restart);

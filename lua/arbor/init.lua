@@ -332,20 +332,6 @@ local function print_log(dn, line, time, show)
     line)), "\n")
 end
 
---- T12: a stop of the tree that had to SIGKILL processes is not clean
--- either: e:run()'s result and reason, with that said.
-local function killed_in_stop(e, result, reason)
-  local n, first = core.killed_in_stop(e)
-  if n == 0 or reason == "interrupted" then return result, reason end
-  local killed = string.format("%d process(es) had to be killed with SIGKILL "
-    .. "(the first: %s)", n, first)
-  if result then return false, "the tree stopped, but " .. killed end
-  if reason:find("^the tree stopped, but ") then
-    return false, reason .. "; " .. killed
-  end
-  return result, reason
-end
-
 local run_options = {policy = true, shutdown = true, seed = true, ring = true,
   ring_bytes = true, outbox = true, signals = true, log = true, on_event = true,
   quiet = true, runaway = true, control = true, auto_shutdown = true}
@@ -426,7 +412,6 @@ function M.run(root, opts)
     return e:run()
   end)
   running_engine = nil
-  if ok then result, reason = killed_in_stop(e, result, reason) end
   if server then server.close() end
   e:close()
   if not ok then error(result, 0) end

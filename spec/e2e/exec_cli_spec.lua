@@ -28,6 +28,15 @@ local function stat(pid)
   return {pid = pid, ppid = tonumber(ppid), state = state, comm = comm}
 end
 
+-- The processes whose command line holds marker, arbor (pid) aside.
+local function marked_by(marker, pid)
+  local found = {}
+  for _, p in ipairs(processes()) do
+    if p.cmd:find(marker, 1, true) and p.pid ~= pid then found[#found + 1] = p end
+  end
+  return found
+end
+
 -- True when no process of the process groups in `groups` (pgid -> true)
 -- is left.
 local function groups_gone(groups)
@@ -53,13 +62,7 @@ describe("arbor processes, end to end", function()
     local pid = tonumber(sh(bin .. " run --quiet " .. fixtures .. "exec_orphans.lua "
       .. marker .. " >/dev/null 2>&1 & echo $!"))
     finally(function() os.execute("kill -9 " .. pid .. " 2>/dev/null") end)
-    local function marked()
-      local found = {}
-      for _, p in ipairs(processes()) do
-        if p.cmd:find(marker, 1, true) and p.pid ~= pid then found[#found + 1] = p end
-      end
-      return found
-    end
+    local function marked() return marked_by(marker, pid) end
     assert.is_true(eventually(function() return #marked() >= 3 end))
     local groups = {}
     for _, p in ipairs(marked()) do groups[p.pgid] = true end
@@ -76,13 +79,7 @@ describe("arbor processes, end to end", function()
       local out = dir .. "/out"
       local pid = tonumber(sh(bin .. " run" .. init .. " " .. fixtures .. "exec_guard.lua "
         .. marker .. " >" .. out .. " 2>&1 & echo $!"))
-      local function marked()
-        local found = {}
-        for _, p in ipairs(processes()) do
-          if p.cmd:find(marker, 1, true) and p.pid ~= pid then found[#found + 1] = p end
-        end
-        return found
-      end
+      local function marked() return marked_by(marker, pid) end
       finally(function() -- a failed test leaves nothing running
         os.execute("kill -9 " .. pid .. " 2>/dev/null")
         for _, p in ipairs(marked()) do os.execute("kill -9 " .. p.pid) end
