@@ -563,7 +563,7 @@ describe("T4 states and signals", function()
   end
 
   it("names the type of a number passed as the signal", function()
-    -- ctx_signal (src/l_ctx.c) calls lua_tostring on the argument before it
+    -- ctx_signal (src/lua/l_ctx.c) calls lua_tostring on the argument before it
     -- checks its type, which turns the number into a string in place: the
     -- message reports 'unknown signal "42"' instead of the type.
     local h = run_child(function(c) c:signal(42) end)

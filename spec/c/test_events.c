@@ -1,6 +1,6 @@
 /* test_events.c: the bounded event ring (src/events.c, T14) and the
  * reference-counted strings it holds (src/str.c). */
-#include "events.h"
+#include "core/events.h"
 #include "test.h"
 
 static int g_released;

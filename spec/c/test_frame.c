@@ -1,5 +1,5 @@
 /* test_frame.c: the control protocol's frame parser (C4). */
-#include "frame.h"
+#include "core/frame.h"
 #include "test.h"
 
 static void put(arbor_frame_reader *r, const char *payload) {

@@ -3,9 +3,9 @@
  * random state changes, and the engine's actions modelled plainly. */
 #include <string.h>
 
-#include "gate.h"
+#include "core/gate.h"
 #include "test.h"
-#include "tree.h"
+#include "core/tree.h"
 
 #define PRE ARBOR_GATE_PRESTART
 #define PRE_SC ARBOR_GATE_PRESTART_SIDECAR

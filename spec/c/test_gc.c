@@ -1,5 +1,5 @@
 /* test_gc.c: hand-written scenarios of the restart rule T8 (src/gc.c). */
-#include "gc.h"
+#include "core/gc.h"
 #include "test.h"
 
 static int g_released;

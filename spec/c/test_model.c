@@ -15,7 +15,7 @@
  * Deterministic: a fixed seed. ARBOR_MODEL_TREES, ARBOR_MODEL_OPS and
  * ARBOR_MODEL_SEED override the defaults (5000 trees, 200 operations, 1).
  */
-#include "gc.h"
+#include "core/gc.h"
 #include "test.h"
 
 #ifndef MAXN

@@ -2,7 +2,7 @@
  * (T1), live counts, cancellation (T7, T8), group rings (T6), discarding
  * children and reference counting. */
 #include "test.h"
-#include "tree.h"
+#include "core/tree.h"
 
 /* Nodes carry a few counters the hooks fill in. */
 typedef struct tnode {

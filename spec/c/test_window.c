@@ -1,6 +1,6 @@
 /* test_window.c: the sliding-window failure counter (src/window.c). */
 #include "test.h"
-#include "window.h"
+#include "core/window.h"
 
 /* Failures among times[0..n) within [t - span, t]. */
 static uint64_t exact(const double *times, int n, double t, double span) {

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "frame.h"
+#include "core/frame.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   arbor_frame_reader r;

@@ -1,0 +1,264 @@
+/* main.c: the arbor executable. Embeds Lua 5.4 with arbor.core preloaded
+ * and runs a supervisor script: `arbor run SCRIPT [args]`; `arbor repl` and
+ * `arbor ctl` talk to a running one over its control socket
+ * (lua/arbor/client.lua).
+ *
+ * Exit codes: 0 the tree stopped cleanly, 1 the tree gave up, 2 a script or
+ * usage error, 130 interrupted by a second SIGINT, 143 a second SIGTERM
+ * while the engine was stuck in one step (watchdog.c).
+ */
+#include <lauxlib.h>
+#include <lualib.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proc/exec.h"
+#include "engine/home.h"
+#include "lua/l_arbor.h"
+#include "proc/spawn.h"
+
+int luaopen_arbor_readline(lua_State *L);
+
+static const char usage[] =
+    "usage: arbor run [--quiet] [--init] [--control PATH | --no-control] SCRIPT [ARGS...]\n"
+    "       arbor repl [--echo] [SOCKET]\n"
+    "       arbor ctl [SOCKET] COMMAND [ARGS...] [--json]\n"
+    "       arbor --version | --help\n"
+    "\n"
+    "Runs the supervisor SCRIPT: it calls arbor.run(root) or returns a root\n"
+    "runnable. SIGINT or SIGTERM stops the tree in order; a second SIGINT\n"
+    "kills it at once, and so does a second SIGINT or SIGTERM while the\n"
+    "engine is stuck in one step. The running tree serves a control socket\n"
+    "(by default $XDG_RUNTIME_DIR/arbor/SCRIPT.sock, /run/arbor/SCRIPT.sock\n"
+    "as root) for `arbor repl` and `arbor ctl` (`arbor ctl --help` lists the\n"
+    "commands).\n"
+    "\n"
+    "  --quiet        do not print events and logs on stderr\n"
+    "  --control PATH serve the control socket at PATH (default: $ARBOR_CONTROL\n"
+    "                 if set)\n"
+    "  --no-control   serve no control socket (also ARBOR_CONTROL=none)\n"
+    "  --init         reap orphaned processes (as a subreaper; automatic as\n"
+    "                 PID 1) and forward SIGHUP, SIGUSR1, SIGUSR2 to the\n"
+    "                 process groups\n"
+    "\n"
+    "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
+    "error, 130 interrupted (second SIGINT), 143 second SIGTERM while stuck.\n";
+
+/* Set by msghandler when the error was an object with __tostring: a
+   message for the user (arbor.run raises one when another arbor serves its
+   socket), printed as it is. */
+static int error_is_message;
+
+/* Message handler: the error with a traceback, or an error object's text. */
+static int msghandler(lua_State *L) {
+  const char *msg = lua_tostring(L, 1);
+  error_is_message = 0;
+  if (msg == NULL) {
+    if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+      return error_is_message = 1;
+    msg = lua_pushfstring(L, "(error object is a %s value)",
+                          luaL_typename(L, 1));
+  }
+  luaL_traceback(L, L, msg, 1);
+  return 1;
+}
+
+/* require(name) under the message handler at h: 1 with the module on the
+   stack, or 0 once the reason is printed. */
+static int require_module(lua_State *L, const char *name, int h) {
+  lua_getglobal(L, "require");
+  lua_pushstring(L, name);
+  if (lua_pcall(L, 1, 1, h) == LUA_OK) return 1;
+  fprintf(stderr, "arbor: cannot load %s: %s\n", name, lua_tostring(L, -1));
+  return 0;
+}
+
+/* Puts the development Lua tree first on package.path when this binary runs
+   from its build directory, so a build works without installing. */
+static void set_paths(lua_State *L) {
+  const char *dir = getenv("ARBOR_LUA_DIR");
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (!dir && n > 0) {
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    char want[PATH_MAX];
+    if (realpath(ARBOR_BINARY_DIR, want) && strcmp(want, exe) == 0)
+      dir = ARBOR_SOURCE_LUA_DIR;
+  }
+  if (!dir) dir = ARBOR_INSTALL_LUA_DIR;
+  lua_getglobal(L, "package");
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", dir, dir);
+  lua_getfield(L, -2, "path");
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_arbor_core);
+  lua_setfield(L, -2, "arbor.core");
+  lua_pop(L, 2);
+}
+
+/* Runs the script; returns the exit status. control: the socket path,
+   "" for none, NULL for the default. [-0, +0, -] */
+static int run_script(lua_State *L, const char *script, int quiet,
+                      const char *control, int argc, char **argv) {
+  lua_createtable(L, argc, 1);
+  lua_pushstring(L, script);
+  lua_rawseti(L, -2, 0);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setglobal(L, "arg");
+
+  lua_pushcfunction(L, msghandler);
+  int h = lua_gettop(L);
+  /* require "arbor" and tell it it runs under the CLI */
+  if (!require_module(L, "arbor", h)) return 2;
+  int mod = lua_gettop(L);
+  lua_getfield(L, mod, "_cli");
+  lua_pushboolean(L, quiet);
+  if (!control)
+    lua_pushnil(L);
+  else if (!*control)
+    lua_pushboolean(L, 0);
+  else
+    lua_pushstring(L, control);
+  lua_pushstring(L, script);
+  if (lua_pcall(L, 3, 0, h) != LUA_OK) {
+    fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
+    return 2;
+  }
+
+  if (luaL_loadfile(L, script) != LUA_OK) {
+    fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
+    return 2;
+  }
+  for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
+  if (lua_pcall(L, argc, 1, h) != LUA_OK) {
+    fprintf(stderr, "arbor: %s%s\n", error_is_message ? "" : "script error: ",
+            lua_tostring(L, -1));
+    return 2;
+  }
+  /* A returned runnable is run as the root. */
+  if (lua_isfunction(L, -1)) {
+    lua_getfield(L, mod, "run");
+    lua_insert(L, -2);
+    if (lua_pcall(L, 1, 0, h) != LUA_OK) {
+      fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
+      return 2;
+    }
+  } else {
+    lua_pop(L, 1);
+  }
+  lua_getfield(L, mod, "_exit_status");
+  lua_call(L, 0, 2);
+  int status = (int)lua_tointeger(L, -2);
+  if (lua_isstring(L, -1)) fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
+  return status;
+}
+
+/* `arbor repl` and `arbor ctl`: lua/arbor/client.lua does the work;
+   returns its exit status. */
+static int run_client(lua_State *L, const char *which, int argc, char **argv) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushcfunction(L, luaopen_arbor_readline);
+  lua_setfield(L, -2, "arbor.readline");
+  lua_pop(L, 2);
+  lua_pushcfunction(L, msghandler);
+  int h = lua_gettop(L);
+  if (!require_module(L, "arbor.client", h)) return 2;
+  lua_getfield(L, -1, which);
+  lua_createtable(L, argc, 0);
+  for (int i = 0; i < argc; i++) {
+    lua_pushstring(L, argv[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  if (lua_pcall(L, 1, 1, h) != LUA_OK) {
+    fprintf(stderr, "arbor %s: %s\n", which, lua_tostring(L, -1));
+    return 2;
+  }
+  return (int)lua_tointeger(L, -1);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--exec-shim") == 0) /* internal: ctx:exec rlimits */
+    return arbor_exec_shim(argc, argv); /* its fds are the program's */
+  /* what arbor inherited beyond stdio does not reach the children the tree
+     starts itself (io.popen, os.execute, luv's uv.spawn) */
+  arbor_fds_cloexec(3);
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("arbor %s (%s, libuv %s)\n", ARBOR_VERSION, LUA_RELEASE,
+           uv_version_string());
+    return 0;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "repl") == 0 || strcmp(argv[1], "ctl") == 0) {
+    lua_State *L = luaL_newstate();
+    if (!L) {
+      fputs("arbor: cannot create the Lua state\n", stderr);
+      return 2;
+    }
+    luaL_openlibs(L);
+    set_paths(L);
+    int status = run_client(L, argv[1], argc - 2, argv + 2);
+    lua_close(L);
+    return status;
+  }
+  if (strcmp(argv[1], "run") != 0) {
+    fprintf(stderr, "arbor: unknown command '%s'\n%s", argv[1], usage);
+    return 2;
+  }
+  int i = 2, quiet = 0, init = getpid() == 1;
+  const char *control = NULL;
+  for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+    if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+      quiet = 1;
+    } else if (strcmp(argv[i], "--no-control") == 0) {
+      control = "";
+    } else if (strcmp(argv[i], "--control") == 0) {
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        fprintf(stderr, "arbor: --control needs a PATH\n%s", usage);
+        return 2;
+      }
+      control = argv[++i];
+    } else if (strcmp(argv[i], "--init") == 0) {
+      init = 1;
+    } else if (strcmp(argv[i], "--") == 0) {
+      i++;
+      break;
+    } else {
+      fprintf(stderr, "arbor: unknown option '%s'\n%s", argv[i], usage);
+      return 2;
+    }
+  }
+  if (i >= argc) {
+    fprintf(stderr, "arbor: run: missing SCRIPT\n%s", usage);
+    return 2;
+  }
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    fputs("arbor: cannot create the Lua state\n", stderr);
+    return 2;
+  }
+  luaL_openlibs(L);
+  set_paths(L);
+  if (init && arbor_exec_init_mode(arbor_home_loop(L)) < 0)
+    fputs("arbor: --init: cannot become a subreaper\n", stderr);
+  int status =
+      run_script(L, argv[i], quiet, control, argc - i - 1, argv + i + 1);
+  lua_close(L);
+  return status;
+}

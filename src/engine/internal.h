@@ -1,0 +1,82 @@
+/* internal.h: what the engine's own files share (processor.c, loop.c,
+ * decide.c, failure.c), with libuv's uv__ convention: arbor__ names are not
+ * for the bindings.
+ */
+#ifndef ARBOR_INTERNAL_H
+#define ARBOR_INTERNAL_H
+
+#include "engine/processor.h"
+
+/* The engine draining now, if any. */
+extern arbor_engine *arbor__current;
+
+/* The time of the current step: read once per resume or timer pass, so one
+   restart does not read the clock a dozen times. */
+static inline double arbor__step_time(arbor_engine *e) {
+  return e->virtual_clock ? e->vnow : e->step_now;
+}
+
+static inline void arbor__step_begin(arbor_engine *e) {
+  if (!e->virtual_clock) e->step_now = arbor_engine_now(e);
+}
+
+/* processor.c */
+void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                       arbor_state from, arbor_state to, arbor_str *reason,
+                       double delay);
+void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                 arbor_state from, arbor_state to, arbor_str *reason);
+void arbor__enqueue(arbor_engine *e, pnode *pn);
+void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
+void arbor__set_reason(arbor_engine *e, arbor_str *r);
+void arbor__spread_death(arbor_engine *e, pnode *pn);
+void arbor__record_failure(arbor_engine *e, pnode *pn);
+void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
+                      arbor_str *reason, arbor_str *trace);
+void arbor__after_exit(arbor_engine *e, pnode *pn);
+void arbor__stop_advance(arbor_engine *e, pnode *pn);
+void arbor__drain(arbor_engine *e);
+pnode_stop *arbor__stop_of(pnode *pn);
+
+/* loop.c */
+void arbor__need_drain(arbor_engine *e);
+void arbor__force_close(arbor_engine *e, pnode *pn);
+void arbor__kill_all(arbor_engine *e);
+void arbor__deliver_events(arbor_engine *e);
+uint64_t arbor__subscribe(arbor_engine *e, int ref);
+void arbor__unsubscribe(arbor_engine *e, uint64_t id);
+void arbor__subscribers_free(arbor_engine *e);
+
+/* strategy.c: group strategies and significant children */
+int arbor__group_spreads(pnode *dead, pnode *member);
+int arbor__group_hold(arbor_engine *e, pnode *pn);
+void arbor__group_release(arbor_engine *e, pnode *pn);
+void arbor__significant_done(arbor_engine *e, pnode *pn);
+arbor_state arbor__auto_exit(pnode *pn, arbor_state s);
+
+/* decide.c */
+void arbor__decide(arbor_engine *e, pnode *pn);
+int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);
+
+/* l_engine.c: pn's DN; the last one pushed is kept as a Lua string, since
+   a node's events and log lines come in runs (an exit, its policy, the
+   restart). [-0, +1, m] */
+void arbor__push_dn(arbor_engine *e, lua_State *L, pnode *pn);
+/* l_engine.c: an event as a Lua table. [-0, +1, m] */
+void arbor_push_event_table(arbor_engine *e, lua_State *L,
+                            const arbor_event *ev);
+/* l_engine.c: the gap marker of events first..last missed. [-0, +1, m] */
+void arbor_push_gap_table(lua_State *L, uint64_t first, uint64_t last,
+                          double time);
+
+/* defer.c: runs what ctx:defer recorded for pn's incarnation. */
+void arbor__run_defers(arbor_engine *e, pnode *pn);
+
+/* failure.c: the error value on top of co as a message (its __tostring
+   runs under the budget of policies); pn, if any, is the node it may
+   repeat the last error of. */
+arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
+/* The traceback of co, which died of an error or was stopped. */
+arbor_str *arbor__traceback(lua_State *co, pnode *pn);
+
+#endif

@@ -1,0 +1,867 @@
+/* processor.c: the engine's event processing. See processor.h.
+ *
+ * Everything happens on one thread. libuv callbacks (and the harness) only
+ * fire timers and enqueue incarnations; arbor__drain() is the single place
+ * that resumes coroutines, so resumes never nest. When an incarnation ends,
+ * its exit is classified, death is spread, ordered stops advance, and the GC
+ * decides a restart in O(depth), all before the next resume.
+ */
+#include "engine/internal.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc/exec.h"
+#include "core/gc.h"
+#include "engine/home.h"
+#include "engine/lifecycle.h"
+#include "engine/watchdog.h"
+#include "core/window.h"
+
+/* The engine running the calling code, if any (set while draining). */
+arbor_engine *arbor__current;
+
+arbor_engine *arbor_engine_current(void) { return arbor__current; }
+
+double arbor_engine_step_time(arbor_engine *e) { return arbor__step_time(e); }
+
+/* ---- events --------------------------------------------------------- */
+
+/* Records an event; with subscribers, a copy waits in the outbox for them,
+   so a step that emits more events than the ring holds loses none (up to
+   the outbox's capacity: loop.c counts the rest). */
+void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                       arbor_state from, arbor_state to, arbor_str *reason,
+                       double delay) {
+  uint64_t seq = arbor_ring_push(&e->ring, arbor__step_time(e), &pn->n, kind, from,
+                                 to, reason);
+  arbor_event *ev = (arbor_event *)arbor_ring_get(&e->ring, seq);
+  ev->delay = delay;
+  if (e->nsubs) arbor_ring_copy(&e->outbox, ev);
+}
+
+void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                 arbor_state from, arbor_state to, arbor_str *reason) {
+  arbor__emit_delay(e, pn, kind, from, to, reason, -1);
+}
+
+void arbor_engine_emit_state(arbor_engine *e, pnode *pn, arbor_state from,
+                             arbor_state to, arbor_str *reason) {
+  arbor__emit(e, pn, ARBOR_EV_STATE, from, to, reason);
+}
+
+void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                        arbor_str *reason) {
+  arbor__emit(e, pn, kind, (arbor_state)pn->n.state, (arbor_state)pn->n.state,
+       reason);
+}
+
+/* ---- ready queue and timers ----------------------------------------- */
+
+void arbor__enqueue(arbor_engine *e, pnode *pn) {
+  if (pn->pflags & PN_QUEUED) return;
+  pn->pflags |= PN_QUEUED;
+  arbor__need_drain(e);
+  if (pn->pflags & PN_INLIST) return; /* still linked: wanted again */
+  pn->pflags |= PN_INLIST;
+  pn->ready_next = NULL;
+  if (e->ready_tail)
+    e->ready_tail->ready_next = pn;
+  else
+    e->ready_head = pn;
+  e->ready_tail = pn;
+  e->ready_len++;
+}
+
+/* Takes pn out of the ready queue: lazily, the drain skips it. */
+static void dequeue(pnode *pn) { pn->pflags &= (uint16_t)~PN_QUEUED; }
+
+/* Unlinks pn for good (it is being discarded): O(queue), and rare. */
+static void unlink_ready(arbor_engine *e, pnode *pn) {
+  if (!(pn->pflags & PN_INLIST)) return;
+  pnode **p = &e->ready_head, *prev = NULL;
+  while (*p && *p != pn) {
+    prev = *p;
+    p = &(*p)->ready_next;
+  }
+  if (*p) {
+    *p = pn->ready_next;
+    if (e->ready_tail == pn) e->ready_tail = prev;
+    e->ready_len--;
+  }
+  pn->ready_next = NULL;
+  pn->pflags &= (uint16_t)~(PN_INLIST | PN_QUEUED);
+}
+
+void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
+  t->kind = kind;
+  if (arbor_timers_arm(&e->timers, t, due) < 0) abort(); /* out of memory */
+}
+
+/* ---- starting incarnations ------------------------------------------ */
+
+void arbor__set_reason(arbor_engine *e, arbor_str *r) {
+  arbor_str_unref(e->reason);
+  e->reason = r;
+}
+
+void arbor_engine_start(arbor_engine *e, pnode *pn) {
+  lua_State *L = e->L;
+  if (arbor__lc_hold_at_gate(e, pn)) return; /* L7: gates control starting */
+  arbor_state from = (arbor_state)pn->n.state;
+  if (arbor__group_hold(e, pn)) return; /* waits for its predecessor */
+  arbor_timers_disarm(&e->timers, &pn->wake);
+  if (pn->n.incarnation > 0) {
+    pn->restarts++;
+    e->restarts++;
+  }
+  arbor_tree_start(&pn->n);
+  pn->pflags &= PN_INLIST;
+  arbor__lc_started(e, pn);
+  pn->wait = WAIT_NONE;
+  pn->resume = RESUME_VALUES;
+  pn->shield = 0;
+  pn->done = 0;
+  pn->started = arbor__step_time(e);
+  pn->healthy_at = -1;
+  lua_State *co;
+  if (e->npool > 0) {
+    e->npool--;
+    co = e->pool[e->npool].co;
+    pn->co_ref = e->pool[e->npool].ref;
+  } else {
+    co = lua_newthread(L);
+    pn->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  pn->co = co;
+  lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
+  arbor_push_ctx(co, pn);
+  pn->nargs = 1;
+  arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
+       pn->n.incarnation > 1 ? e->r_restart : e->r_start);
+  arbor__enqueue(e, pn);
+  arbor__group_release(e, pn);
+}
+
+/* ---- exits ---------------------------------------------------------- */
+
+/* T6: a node that died has its own context canceled (its subtree stops,
+   children first) and so have the other members of its group. */
+void arbor__spread_death(arbor_engine *e, pnode *pn) {
+  arbor_tree_cancel(&pn->n);
+  arbor__stop_advance(e, pn);
+  /* First cancel every member; members that had already exited are then
+     decided one by one. A decision can restructure the tree (an escalation
+     restarts the group's parent, discarding the group), so they are
+     collected first, referenced, and skipped once discarded. */
+  size_t exited = 0;
+  for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
+    if (!arbor__group_spreads(pn, (pnode *)g)) continue;
+    arbor_tree_cancel(g);
+    arbor__stop_advance(e, (pnode *)g);
+    if (g->live == 0) exited++;
+  }
+  if (exited == 0) return;
+  arbor_node **todo = malloc(exited * sizeof *todo);
+  if (!todo) abort(); /* out of memory */
+  size_t k = 0;
+  for (arbor_node *g = pn->n.gnext; g != &pn->n && k < exited; g = g->gnext)
+    if (g->live == 0 && arbor__group_spreads(pn, (pnode *)g)) {
+      arbor_node_ref(g);
+      todo[k++] = g;
+    }
+  for (size_t i = 0; i < k; i++) {
+    if (!(todo[i]->flags & ARBOR_F_DETACHED))
+      arbor__after_exit(e, (pnode *)todo[i]);
+    arbor_node_unref(todo[i]);
+  }
+  free(todo);
+}
+
+/* Resets co, which runs its pending <close> variables: user code, on the
+   engine's thread, so under the runnable's own limit. One that had to be
+   stopped is logged on pn. */
+static void reset_thread(arbor_engine *e, pnode *pn, lua_State *co) {
+  arbor_watch saved;
+  arbor_watchdog_push(&saved, co, e->runaway,
+                      "a <close> variable was stopped: ran %d ms "
+                      "(limit %d ms)");
+  lua_resetthread(co); /* leaves the last error (the hook's) on the stack */
+  if (arbor_watchdog_pop(&saved, co) && lua_type(co, -1) == LUA_TSTRING) {
+    size_t len;
+    const char *msg = lua_tolstring(co, -1, &len);
+    arbor_str *line = arbor_str_new(msg, len);
+    if (line) arbor_engine_log(e, pn, line);
+    arbor_str_unref(line);
+  }
+}
+
+/* Keeps a finished coroutine's thread for a later incarnation (up to
+   ARBOR_THREAD_POOL), which spares the allocator and the GC, or lets Lua
+   collect it. A thread that returned is as good as new once emptied; one
+   that is suspended (a forced close) or died of an error is reset first,
+   which runs its pending <close> variables. A thread that may have hooks
+   disabled (Lua 5.4 leaves them off in a coroutine killed by an error
+   raised in a hook) or that has a hook of its own is not reused: the next
+   incarnation could tell, and the watchdog could not stop it. */
+static void release_thread(arbor_engine *e, pnode *pn, lua_State *co,
+                           int ref, int poolable) {
+  if (lua_status(co) != LUA_OK) /* suspended, or dead of an error */
+    reset_thread(e, pn, co);
+  lua_settop(co, 0);
+  if (poolable && !lua_gethook(co) && e->npool < ARBOR_THREAD_POOL &&
+      !e->closing) {
+    e->pool[e->npool].co = co;
+    e->pool[e->npool].ref = ref;
+    e->npool++;
+  } else {
+    luaL_unref(e->L, LUA_REGISTRYINDEX, ref);
+  }
+}
+
+static pnode_hist *hist(pnode *pn) {
+  if (!pn->failures) {
+    pn->failures = calloc(1, sizeof *pn->failures);
+    if (!pn->failures) return NULL;
+    pn->failures->memory_ref = LUA_NOREF;
+  }
+  return pn->failures;
+}
+
+/* Ends the incarnation's coroutine: its pending <close> variables run now,
+   before the node's defers, its policy and its next incarnation. */
+static void close_coroutine(arbor_engine *e, pnode *pn) {
+  if (!pn->co) return;
+  release_thread(e, pn, pn->co, pn->co_ref, !(pn->pflags & PN_NOPOOL));
+  pn->pflags &= (uint16_t)~PN_NOPOOL;
+  pn->co = NULL;
+  pn->co_ref = LUA_NOREF;
+}
+
+void arbor__record_failure(arbor_engine *e, pnode *pn) {
+  pn->consecutive++;
+  pnode_hist *h = hist(pn);
+  if (!h) return;
+  h->count++;
+  unsigned idx = (pn->fail_start + pn->nfail) % ARBOR_FAILURES;
+  h->time[idx] = arbor__step_time(e);
+  if (pn->nfail < ARBOR_FAILURES)
+    pn->nfail++;
+  else
+    pn->fail_start = (uint8_t)((pn->fail_start + 1) % ARBOR_FAILURES);
+}
+
+/* Ends pn's incarnation in state s. reason (taken) is the error message for
+   DEAD, or a note; trace (taken) the traceback. */
+void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
+                      arbor_str *reason, arbor_str *trace) {
+  s = arbor__auto_exit(pn, s);
+  int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
+  int failed = s == ARBOR_DEAD && !declared;
+  dequeue(pn);
+  close_coroutine(e, pn);
+  if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
+  if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn, s);
+  arbor_timers_disarm(&e->timers, &pn->wake);
+  if (pn->stop) arbor_timers_disarm(&e->timers, &pn->stop->deadline);
+  pn->wait = WAIT_NONE;
+  pn->exited = arbor__step_time(e);
+  if (failed) {
+    arbor__record_failure(e, pn);
+    arbor_str_set(&pn->error, reason);
+    arbor_str_set(&pn->trace, trace);
+  } else if (s == ARBOR_CANCELED && reason && !declared) {
+    arbor_str_set(&pn->error, reason);
+  }
+  arbor__set_reason(e, reason);
+  arbor_str_unref(trace);
+  arbor_tree_exit(&pn->n, s);
+  arbor__set_reason(e, NULL);
+  if (s == ARBOR_DEAD && !declared) arbor__spread_death(e, pn);
+  if (s == ARBOR_DONE) arbor__significant_done(e, pn);
+  arbor__group_release(e, pn); /* exited for good: the next member may start */
+  arbor__after_exit(e, pn);
+}
+
+/* Walks up from a node whose subtree may just have exited: ordered stops
+   waiting on it advance, and the GC decides a restart. O(depth). */
+void arbor__after_exit(arbor_engine *e, pnode *pn) {
+  arbor_node *a = &pn->n;
+  if (a->flags & ARBOR_F_DETACHED) return; /* discarded meanwhile */
+  while (a->parent && a->live == 0) {
+    pnode *p = (pnode *)a->parent;
+    if ((p->pflags & PN_STOPPING) && p->stop && p->stop->cursor == (pnode *)a)
+      arbor__stop_advance(e, p);
+    a = a->parent;
+  }
+  arbor_node_ref(a = &pn->n); /* a decision may discard pn */
+  arbor_node *cand = arbor_gc_candidate(a);
+  if (cand) arbor__decide(e, (pnode *)cand);
+  arbor__lc_exited(e, pn); /* maybe given up: its parent's gates */
+  arbor_node_unref(a);
+}
+
+/* ---- cancellation and ordered stop (T7, T12) ------------------------ */
+
+/* pn's stop record, made at its first stop. */
+static pnode_stop *stop_of(pnode *pn) {
+  if (!pn->stop) {
+    pn->stop = calloc(1, sizeof *pn->stop);
+    if (!pn->stop) abort(); /* out of memory */
+    pn->stop->owner = pn;
+  }
+  return pn->stop;
+}
+
+pnode_stop *arbor__stop_of(pnode *pn) { return stop_of(pn); }
+
+/* Tells pn's incarnation it is canceled: its blocking calls raise from now
+   on, and it has `shutdown` seconds to exit. */
+static void notify(arbor_engine *e, pnode *pn) {
+  if (!arbor_node_running(&pn->n) || (pn->pflags & PN_NOTIFIED)) return;
+  pn->pflags |= PN_NOTIFIED;
+  arbor__arm(e, &stop_of(pn)->deadline, TIMER_DEADLINE,
+             arbor__step_time(e) + pn->shutdown);
+  if (!(pn->pflags & PN_RESUMED)) {
+    /* never ran: it ends CANCELED without running (T8) */
+    pn->resume = RESUME_CANCEL;
+    arbor__enqueue(e, pn);
+  } else if (pn->wait != WAIT_NONE && pn->shield == 0) {
+    arbor_timers_disarm(&e->timers, &pn->wake);
+    pn->wait = WAIT_NONE;
+    pn->resume = RESUME_CANCEL;
+    arbor__enqueue(e, pn);
+  }
+}
+
+/* Advances the ordered stop of pn: its running children are stopped one at
+   a time, last started first; when none is left, pn itself is notified.
+   Iterative: descends into the child being stopped. */
+void arbor__stop_advance(arbor_engine *e, pnode *pn) {
+  while (pn && arbor_node_canceled(&pn->n)) {
+    arbor_node *c;
+    if (!(pn->pflags & PN_STOPPING)) {
+      pn->pflags |= PN_STOPPING;
+      c = pn->n.last;
+    } else {
+      c = pn->stop && pn->stop->cursor ? &pn->stop->cursor->n : NULL;
+    }
+    while (c && c->live == 0) c = c->prev;
+    if (!c && arbor__lc_poststop_first(e, pn)) { /* L3: poststop runs first */
+      c = pn->n.last;
+      while (c && c->live == 0) c = c->prev;
+    }
+    if (c || pn->stop) stop_of(pn)->cursor = (pnode *)c;
+    if (!c) {
+      pn->pflags &= (uint16_t)~PN_STOPPING;
+      notify(e, pn);
+      return;
+    }
+    pnode *child = (pnode *)c;
+    if (child->pflags & PN_STOPPING) return; /* already under way */
+    if (!arbor_node_canceled(c)) { /* a poststop child: bounded (L3) */
+      arbor__lc_bound(e, child);
+      return;
+    }
+    pn = child;
+  }
+}
+
+void arbor_engine_cancel(arbor_engine *e, pnode *pn) {
+  arbor_tree_cancel(&pn->n);
+  arbor__stop_advance(e, pn);
+  if (pn->n.live == 0) arbor__after_exit(e, pn);
+}
+
+void arbor_engine_hold(arbor_engine *e, pnode *pn) {
+  pn->n.flags |= ARBOR_F_HELD;
+  if (pn->n.flags & ARBOR_F_PENDING) {
+    /* a delayed restart: it will not happen */
+    arbor_timers_disarm(&e->timers, &pn->wake);
+    pn->n.flags &= (uint8_t)~ARBOR_F_PENDING;
+    arbor__set_reason(e, arbor_str_lit("held"));
+    arbor_tree_set_state(&pn->n, ARBOR_CANCELED);
+    arbor__set_reason(e, NULL);
+  }
+  arbor_engine_cancel(e, pn);
+  arbor__lc_touch(e, pn);
+}
+
+void arbor_engine_stop(arbor_engine *e) {
+  e->stop_requested = 1;
+  arbor_engine_hold(e, (pnode *)e->tree.root);
+}
+
+int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err) {
+  arbor_node *n = &pn->n;
+  if (n->parent && arbor_node_canceled(n->parent)) {
+    *err = "its parent is being stopped";
+    return -1;
+  }
+  if (!n->parent && e->stop_requested && n->live > 0) {
+    *err = "the tree is being stopped";
+    return -1;
+  }
+  if (arbor_lc_blocked(pn)) {
+    *err = "it waits behind a closed lifecycle gate (L7)";
+    return -1;
+  }
+  n->flags &= (uint8_t)~ARBOR_F_HELD;
+  if (!n->parent) e->stop_requested = 0, e->gave_up = 0;
+  if (n->flags & ARBOR_F_PENDING) {
+    arbor_engine_start(e, pn);
+    return 0;
+  }
+  if (n->live > 0 || n->state == ARBOR_DONE || n->state == ARBOR_NEW ||
+      n->state == ARBOR_HEALTHY) {
+    arbor_engine_cancel(e, pn); /* restarts once its subtree exited */
+    return 0;
+  }
+  /* exited and held (given up, or stopped by hand): restart now */
+  arbor_gc_reset(n);
+  arbor_engine_start(e, pn);
+  return 0;
+}
+
+int arbor_engine_fail(arbor_engine *e, pnode *pn) {
+  lua_State *L = e->L;
+  if (!arbor_node_running(&pn->n)) {
+    lua_pop(L, 1);
+    return -1;
+  }
+  luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
+  pn->fail_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  pn->resume = RESUME_FAIL;
+  arbor_timers_disarm(&e->timers, &pn->wake);
+  pn->wait = WAIT_NONE;
+  arbor__enqueue(e, pn);
+  return 0;
+}
+
+/* ---- tree hooks ----------------------------------------------------- */
+
+static void hook_state(arbor_node *n, arbor_state from, void *ud) {
+  arbor_engine *e = ud;
+  pnode *pn = (pnode *)n;
+  if (from == (arbor_state)n->state) return;
+  if (n->state == ARBOR_CANCELED && !arbor_node_running(n))
+    arbor_timers_disarm(&e->timers, &pn->wake); /* a pending start canceled */
+  arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, e->reason);
+  arbor__lc_touch(e, pn);
+}
+
+static void hook_canceled(arbor_node *n, void *ud) {
+  arbor__lc_canceled(ud, (pnode *)n);
+}
+
+/* A discarded node: its incarnation, Lua references and records go now;
+   the memory stays while events or ctx objects reference it. */
+static void hook_detached(arbor_node *n, void *ud) {
+  arbor_engine *e = ud;
+  pnode *pn = (pnode *)n;
+  lua_State *L = e->L;
+  arbor__lc_detached(pn);
+  arbor_proc_node_discarded(pn);
+  arbor_timers_disarm(&e->timers, &pn->wake);
+  if (pn->stop) {
+    arbor_timers_disarm(&e->timers, &pn->stop->deadline);
+    free(pn->stop);
+    pn->stop = NULL;
+  }
+  unlink_ready(e, pn);
+  close_coroutine(e, pn);
+  arbor_engine_unref_fn(e, pn->fn_ref);
+  arbor_engine_unref_fn(e, pn->policy_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
+  pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
+  arbor_str_set(&pn->error, NULL);
+  arbor_str_set(&pn->trace, NULL);
+  if (pn->failures) {
+    luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
+    arbor_window_list_free(pn->failures->windows);
+  }
+  free(pn->failures);
+  pn->failures = NULL;
+  pn->nfail = 0;
+  if (pn->logs) {
+    for (unsigned i = 0; i < pn->logs->len; i++)
+      arbor_str_unref(pn->logs->line[(pn->logs->start + i) % ARBOR_LOG_LINES]);
+    free(pn->logs);
+    pn->logs = NULL;
+  }
+}
+
+/* The engine outlives its nodes: once closed, it is freed with the last
+   node that something (a ctx kept by Lua code) still referenced. */
+static void hook_release(arbor_node *n, void *ud) {
+  arbor_engine *e = ud;
+  if (e->dn_pn == (pnode *)n) e->dn_pn = NULL; /* its address may come back */
+  arbor__lc_free((pnode *)n);
+  if (e->zombie && e->tree.allocated == 0) free(e);
+}
+
+/* ---- shared references to runnables and policies -------------------- */
+
+/* Nodes often share one function (a million workers running one runnable):
+   they share one counted registry reference to it instead of a registry
+   slot each. e->shared_ref is a table: shared[fn] = ref, shared[ref] =
+   count. */
+int arbor_engine_ref_fn(arbor_engine *e, lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->shared_ref);
+  int t = lua_gettop(L);
+  lua_pushvalue(L, idx);
+  int ref;
+  if (lua_rawget(L, t) == LUA_TNUMBER) {
+    ref = (int)lua_tointeger(L, -1);
+    lua_rawgeti(L, t, ref);
+    lua_Integer count = lua_tointeger(L, -1);
+    lua_pushinteger(L, count + 1);
+    lua_rawseti(L, t, ref);
+  } else {
+    lua_pushvalue(L, idx);
+    ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_pushvalue(L, idx);
+    lua_pushinteger(L, ref);
+    lua_rawset(L, t);
+    lua_pushinteger(L, 1);
+    lua_rawseti(L, t, ref);
+  }
+  lua_settop(L, t - 1);
+  return ref;
+}
+
+void arbor_engine_unref_fn(arbor_engine *e, int ref) {
+  if (ref == LUA_NOREF || ref == LUA_REFNIL) return;
+  lua_State *L = e->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->shared_ref);
+  lua_rawgeti(L, -1, ref);
+  lua_Integer count = lua_tointeger(L, -1) - 1;
+  lua_pop(L, 1);
+  if (count > 0) {
+    lua_pushinteger(L, count);
+    lua_rawseti(L, -2, ref);
+  } else {
+    lua_pushnil(L);
+    lua_rawseti(L, -2, ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+    luaL_unref(L, LUA_REGISTRYINDEX, ref);
+  }
+  lua_pop(L, 1);
+}
+
+/* ---- nodes ---------------------------------------------------------- */
+
+static void pnode_init(pnode *pn) {
+  pn->co_ref = pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
+  pn->shutdown = 5.0;
+  pn->healthy_at = -1;
+}
+
+pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,
+                        size_t len, int *err) {
+  pnode *pn = (pnode *)arbor_tree_add(&parent->n, name, len, err);
+  if (pn) pnode_init(pn);
+  return pn;
+}
+
+void arbor_engine_start_root(arbor_engine *e, int fn_ref, int policy_ref,
+                             double shutdown) {
+  pnode *root = (pnode *)e->tree.root;
+  root->fn_ref = fn_ref;
+  root->policy_ref = policy_ref;
+  root->shutdown = shutdown;
+  arbor_engine_start(e, root);
+}
+
+const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
+  arbor_node *n = &pn->n;
+  if (strcmp(what, "healthy") == 0) {
+    if (n->state != ARBOR_NEW) return "healthy";
+    pn->consecutive = 0;
+    pn->healthy_at = arbor__step_time(e);
+    arbor_tree_set_state(n, ARBOR_HEALTHY);
+    arbor__group_release(e, pn); /* an ordered successor may start */
+    return NULL;
+  }
+  if (strcmp(what, "done") == 0) {
+    if (n->state != ARBOR_HEALTHY) return "done";
+    pn->consecutive = 0;
+    pn->done = 1;
+    arbor_tree_set_state(n, ARBOR_DONE);
+    return NULL;
+  }
+  return "unknown";
+}
+
+void arbor_engine_park(arbor_engine *e, pnode *pn, int wait, double seconds) {
+  pn->wait = (uint8_t)wait;
+  pn->wait_seq++;
+  if (wait == WAIT_SLEEP)
+    arbor__arm(e, &pn->wake, TIMER_WAKE, arbor__step_time(e) + seconds);
+}
+
+int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
+                        int nvals) {
+  if (!arbor_node_running(&pn->n) || pn->wait != WAIT_PARK ||
+      pn->wait_seq != seq || pn->resume != RESUME_VALUES)
+    return 0;
+  lua_xmove(L, pn->co, nvals);
+  pn->nargs = (uint8_t)nvals;
+  pn->wait = WAIT_NONE;
+  arbor__enqueue(e, pn);
+  return 1;
+}
+
+void arbor_push_dn(lua_State *L, const arbor_node *n) {
+  char buf[256]; /* most DNs fit: formed once, no Lua buffer */
+  size_t len = arbor_node_dn(n, buf, sizeof buf);
+  if (len < sizeof buf) {
+    lua_pushlstring(L, buf, len);
+    return;
+  }
+  luaL_Buffer b;
+  arbor_node_dn(n, luaL_buffinitsize(L, &b, len + 1), len + 1);
+  luaL_pushresultsize(&b, len);
+}
+
+void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
+  if (!pn->logs) {
+    pn->logs = calloc(1, sizeof *pn->logs);
+    if (!pn->logs) return;
+  }
+  arbor_logs *lg = pn->logs;
+  unsigned idx = (lg->start + lg->len) % ARBOR_LOG_LINES;
+  if (lg->len == ARBOR_LOG_LINES) {
+    arbor_str_unref(lg->line[idx]);
+    lg->start = (lg->start + 1) % ARBOR_LOG_LINES;
+  } else {
+    lg->len++;
+  }
+  lg->line[idx] = arbor_str_ref(line);
+  lg->time[idx] = arbor__step_time(e);
+  if (e->log_ref != LUA_NOREF) {
+    lua_State *L = e->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, e->log_ref);
+    arbor__push_dn(e, L, pn);
+    lua_pushlstring(L, line->s, line->len);
+    lua_pushnumber(L, arbor__step_time(e));
+    arbor__budget_call(e, L, 3); /* user code: bounded like a policy */
+    lua_pop(L, 1);
+  }
+}
+
+static void resume_node(arbor_engine *e, pnode *pn) {
+  lua_State *co = pn->co;
+  if (!(pn->pflags & PN_RESUMED) && pn->resume != RESUME_VALUES) {
+    /* canceled or failed before it ever ran */
+    if (pn->resume == RESUME_CANCEL) {
+      arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
+    } else {
+      lua_rawgeti(e->L, LUA_REGISTRYINDEX, pn->fail_ref);
+      lua_xmove(e->L, co, 1);
+      arbor__node_exit(e, pn, ARBOR_DEAD, arbor__error_message(e, co, pn),
+                arbor_str_lit("(failed before it ran)"));
+    }
+    return;
+  }
+  pn->pflags |= PN_RESUMED;
+  int nargs = pn->nargs, nres = 0;
+  pn->nargs = 0;
+  pnode *prev = e->current;
+  e->current = pn;
+  e->resumes++;
+  arbor_watchdog_enter(co, e->runaway);
+  int status = lua_resume(co, e->L, nargs, &nres);
+  int runaway = arbor_watchdog_leave(co);
+  e->current = prev;
+  if (!(pn->pflags & PN_STEPPED)) arbor__lc_stepped(e, pn);
+  if (runaway && status == LUA_YIELD) { /* the watchdog's hook yielded */
+    lua_pop(co, nres);
+    arbor_watchdog_push_error(co);
+  } else if (status == LUA_YIELD) {
+    lua_pop(co, nres);
+    if (pn->wait == WAIT_NONE) arbor__enqueue(e, pn); /* a plain coroutine.yield() */
+    return;
+  }
+  if (status == LUA_OK) {
+    lua_pop(co, nres);
+    if (pn->done)
+      arbor__node_exit(e, pn, ARBOR_DONE, NULL, NULL);
+    else if (pn->pflags & PN_NOTIFIED)
+      arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
+    else {
+      pn->pflags |= PN_RETURNED;
+      arbor__node_exit(e, pn, ARBOR_DEAD,
+                arbor_str_fmt("runnable returned without signaling done "
+                              "(state %s)",
+                              arbor_state_name((arbor_state)pn->n.state)),
+                NULL);
+    }
+    return;
+  }
+  if ((pn->pflags & PN_NOTIFIED) && arbor_is_canceled(co, -1)) {
+    arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
+    return;
+  }
+  /* the coroutine died (or was stopped): its traceback is read before
+     node_exit resets it */
+  arbor_str *msg = arbor__error_message(e, co, pn);
+  if (runaway && status != LUA_YIELD) pn->pflags |= PN_NOPOOL;
+  arbor__node_exit(e, pn, ARBOR_DEAD, msg, arbor__traceback(co, pn));
+}
+
+/* The single drain point: resumes the incarnations that were ready when it
+   began (one batch, at least DRAIN_MIN resumes when more work keeps coming),
+   so timers and I/O get their turn between batches even in a restart
+   storm. */
+#define DRAIN_MIN 256
+
+void arbor__drain(arbor_engine *e) {
+  if (e->draining) return;
+  e->draining = 1;
+  if (e->ready_head && e->runaway > 0) arbor_watchdog_busy();
+  arbor_engine *prev = arbor__current;
+  arbor__current = e;
+  size_t batch = e->ready_len > DRAIN_MIN ? e->ready_len : DRAIN_MIN;
+  arbor__lc_run(e);
+  while (batch > 0 && e->ready_head) {
+    pnode *pn = e->ready_head;
+    e->ready_head = pn->ready_next;
+    if (!e->ready_head) e->ready_tail = NULL;
+    e->ready_len--;
+    pn->ready_next = NULL;
+    int wanted = (pn->pflags & PN_QUEUED) != 0;
+    pn->pflags &= (uint16_t)~(PN_QUEUED | PN_INLIST);
+    if (!wanted) continue;
+    batch--;
+    arbor__step_begin(e);
+    resume_node(e, pn);
+    arbor__lc_run(e);
+    arbor__deliver_events(e);
+  }
+  arbor__current = prev;
+  e->draining = 0;
+  arbor__deliver_events(e);
+}
+
+/* ---- lifetime ------------------------------------------------------- */
+
+arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
+                               size_t ring_cap) {
+  arbor_engine *e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  arbor_hooks hooks = {hook_canceled, hook_state, hook_release, e, hook_detached};
+  if (arbor_tree_init(&e->tree, sizeof(pnode), &hooks) < 0 ||
+      arbor_ring_init(&e->ring, ring_cap, ARBOR_RING_BYTES) < 0) {
+    arbor_tree_close(&e->tree);
+    free(e);
+    return NULL;
+  }
+  pnode_init((pnode *)e->tree.root);
+  arbor_timers_init(&e->timers);
+  e->L = lua_newthread(L);
+  e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  e->default_policy_ref = e->log_ref = LUA_NOREF;
+  e->outbox_cap = ARBOR_OUTBOX_CAP;
+  e->dn_ref = LUA_NOREF;
+  lua_newtable(L);
+  e->shared_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  e->ctx_mt_ref = arbor_ctx_mt_ref(L, &e->ctx_mt);
+  e->policy_ev_ref = LUA_NOREF;
+  e->virtual_clock = virtual_clock;
+  e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
+  e->budget = 0.1;
+  e->r_start = arbor_str_lit("start");
+  e->r_restart = arbor_str_lit("restart");
+  e->r_stop = arbor_str_lit("stop");
+  e->r_escalate = arbor_str_lit("escalate");
+  e->r_forced = arbor_str_lit("forced");
+  e->settle_limit = 10000000;
+  e->runaway = 10.0;
+  e->t0 = uv_hrtime();
+  if (!virtual_clock) {
+    e->loop = arbor_home_loop(L); /* shared with luv and other engines */
+    uv_timer_init(e->loop, &e->timer);
+    uv_check_init(e->loop, &e->check);
+    uv_idle_init(e->loop, &e->idle);
+    uv_signal_init(e->loop, &e->sigint);
+    uv_signal_init(e->loop, &e->sigterm);
+    e->timer.data = e->check.data = e->idle.data = e;
+    e->sigint.data = e->sigterm.data = e;
+    uv_unref((uv_handle_t *)&e->sigint);
+    uv_unref((uv_handle_t *)&e->sigterm);
+  }
+  return e;
+}
+
+/* The engine's handles count down in `pending` as they close. */
+static void on_close(uv_handle_t *h) { (*(int *)h->data)--; }
+
+void arbor_engine_free(arbor_engine *e) {
+  lua_State *L = e->L;
+  arbor__kill_all(e);
+  arbor__lc_clear(e);
+  /* empty the ready queue in one pass, so discarding stays linear */
+  for (pnode *pn = e->ready_head, *next; pn; pn = next) {
+    next = pn->ready_next;
+    pn->ready_next = NULL;
+    pn->pflags &= (uint16_t)~(PN_QUEUED | PN_INLIST);
+  }
+  e->ready_head = e->ready_tail = NULL;
+  e->ready_len = 0;
+  arbor_tree_close(&e->tree);
+  arbor_watchdog_idle(); /* closing ran <close> variables and defers */
+  arbor_ring_close(&e->ring);
+  if (e->outbox.ev) arbor_ring_close(&e->outbox);
+  arbor_timers_close(&e->timers);
+  arbor_str_unref(e->gave_up_reason);
+  arbor_str_unref(e->first_forced);
+  arbor_str_unref(e->first_killed);
+  arbor_str_unref(e->reason);
+  arbor_str_unref(e->r_start);
+  arbor_str_unref(e->r_restart);
+  arbor_str_unref(e->r_stop);
+  arbor_str_unref(e->r_escalate);
+  arbor_str_unref(e->r_forced);
+  if (e->loop) {
+    /* the loop is the state's (home.c): close only the engine's handles */
+    arbor_exec_engine_free(e);
+    int pending = 5;
+    uv_handle_t *hs[] = {(uv_handle_t *)&e->timer, (uv_handle_t *)&e->check,
+                         (uv_handle_t *)&e->idle, (uv_handle_t *)&e->sigint,
+                         (uv_handle_t *)&e->sigterm};
+    for (int i = 0; i < 5; i++) {
+      hs[i]->data = &pending;
+      uv_close(hs[i], on_close);
+    }
+    while (pending > 0) uv_run(e->loop, UV_RUN_NOWAIT);
+  }
+  for (size_t i = 0; i < e->npool; i++)
+    luaL_unref(L, LUA_REGISTRYINDEX, e->pool[i].ref);
+  e->npool = 0;
+  luaL_unref(L, LUA_REGISTRYINDEX, e->default_policy_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->shared_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->ctx_mt_ref);
+  if (e->policy_ev_ref != LUA_NOREF) { /* its __index points here */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
+    lua_pushnil(L);
+    lua_setmetatable(L, -2);
+    lua_pop(L, 1);
+  }
+  luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
+  arbor__subscribers_free(e);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->dn_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);
+  if (e->tree.allocated == 0)
+    free(e);
+  else
+    e->zombie = 1; /* freed by hook_release with the last node */
+}

@@ -1,0 +1,300 @@
+/* processor.h: the engine. One event loop (libuv, or the harness's virtual
+ * clock) drives the tree: it resumes runnable coroutines from one drain
+ * point, classifies how incarnations end (T5), spreads death (T6), stops
+ * subtrees in order (T7, T12), asks the GC and the policies for restarts
+ * (T8, P1-P3) and records events (T14).
+ */
+#ifndef ARBOR_PROCESSOR_H
+#define ARBOR_PROCESSOR_H
+
+#include <lua.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/events.h"
+#include "core/timers.h"
+#include "core/str.h"
+#include "core/tree.h"
+
+typedef struct arbor_engine arbor_engine;
+
+/* What the next resume of a parked incarnation delivers. */
+enum { RESUME_VALUES = 0, RESUME_CANCEL, RESUME_FAIL };
+
+/* What an incarnation is parked on. */
+enum { WAIT_NONE = 0, WAIT_SLEEP, WAIT_CANCEL, WAIT_PARK };
+
+/* Timer kinds. */
+enum { TIMER_WAKE = 1, TIMER_RESTART, TIMER_DEADLINE, TIMER_BOUND };
+
+/* Per-node processor flags. */
+enum {
+  PN_RESUMED = 1u << 0,  /* the incarnation has run at least once */
+  PN_NOTIFIED = 1u << 1, /* told of its cancellation: blocking calls raise */
+  PN_STOPPING = 1u << 2, /* ordered stop in progress below this node */
+  PN_QUEUED = 1u << 3,   /* to be resumed: wanted in the ready queue */
+  PN_INLIST = 1u << 4,   /* linked in the ready queue (maybe no longer
+                            wanted: removal is lazy, O(1)) */
+  PN_DEFER = 1u << 5,    /* ctx:defer was called (defer.c) */
+  PN_STEPPED = 1u << 6,  /* the incarnation's first step ended */
+  PN_RETURNED = 1u << 7, /* the last incarnation returned without done */
+  PN_AUTODONE = 1u << 8, /* ending DONE by auto_shutdown (strategy.c) */
+  PN_PROCS = 1u << 9,    /* the incarnation started processes (exec.c) */
+  PN_NOPOOL = 1u << 10,  /* its thread may have hooks disabled (it died of
+                            the watchdog's error): not reused */
+};
+
+/* Per-node strategy flags (pnode.gflags), set when the node is created:
+   see strategy.c. */
+enum {
+  GF_STRATEGY = 3u,          /* mask: GS_* of the node's ctx:group */
+  GF_ORDERED = 1u << 2,      /* waits for the previous member's HEALTHY */
+  GF_SIGNIFICANT = 1u << 3,  /* its DONE counts for the parent's auto_shutdown */
+  GF_AUTO = 3u << 4,         /* mask: GA_* << 4, the node's own auto_shutdown */
+  GF_MEMBER = 1u << 6,       /* created by ctx:group */
+  GF_FIRST = 1u << 7,        /* the first member of its group */
+};
+enum { GS_ONE_FOR_ALL = 0, GS_REST_FOR_ONE = 1, GS_ONE_FOR_ONE = 2 };
+enum { GA_NEVER = 0, GA_ANY = 1, GA_ALL = 2 };
+
+/* The last restart decision (pnode.decision), for explain. */
+enum { DECISION_NONE = 0, DECISION_RESTART, DECISION_STOP, DECISION_ESCALATE };
+
+#define ARBOR_LOG_LINES 64
+#define ARBOR_THREAD_POOL 256
+#define ARBOR_FAILURES 16
+
+typedef struct arbor_logs {
+  arbor_str *line[ARBOR_LOG_LINES];
+  double time[ARBOR_LOG_LINES];
+  unsigned start, len;
+} arbor_logs;
+
+struct pnode;
+
+/* A node's failure history, made at its first failure: the times of its
+   recent failures (a ring), how many it had, and the table its policies
+   keep their own state in (P1 `memory`). Kept across restarts and policy
+   swaps (T13), dropped when the node is discarded. */
+typedef struct pnode_hist {
+  double time[ARBOR_FAILURES];
+  uint64_t count;  /* failures recorded so far */
+  int memory_ref;  /* LUA_NOREF until a policy reads ev.memory */
+  struct arbor_window_list *windows; /* intensity windows, by period */
+} pnode_hist;
+
+/* What a node needs while it is being stopped, made at its first stop:
+   most nodes never stop, and this keeps them smaller. */
+typedef struct pnode_stop {
+  arbor_timer deadline;       /* its shutdown deadline */
+  struct pnode *owner;
+  struct pnode *cursor;       /* child being stopped (PN_STOPPING) */
+} pnode_stop;
+
+typedef struct pnode {
+  arbor_node n; /* first: the tree allocates pnodes */
+  lua_State *co;       /* the incarnation's coroutine, NULL when exited */
+  double shutdown;     /* seconds a canceled incarnation has to exit */
+  double started;      /* engine time the incarnation started */
+  double exited;       /* engine time it exited */
+  arbor_timer wake;    /* sleep, or a delayed restart */
+  struct pnode *ready_next;
+  pnode_stop *stop;    /* NULL until first stopped */
+  struct arbor_pcoord *coord; /* lifecycle coordinator, made at the first child */
+  arbor_str *error, *trace;
+  double healthy_at;   /* engine time the incarnation became HEALTHY, or -1 */
+  pnode_hist *failures; /* failure history, lazily allocated */
+  arbor_logs *logs;    /* lazily allocated */
+  int co_ref;          /* anchors co */
+  int fn_ref;          /* the runnable */
+  int policy_ref;      /* LUA_NOREF: the engine's default policy */
+  int fail_ref;        /* error value injected by the harness */
+  uint32_t wait_seq;
+  uint32_t restarts;   /* restarts performed */
+  uint32_t consecutive; /* failures since last HEALTHY or DONE */
+  uint16_t shield;
+  uint16_t pflags;     /* PN_* */
+  uint8_t wait;        /* WAIT_* */
+  uint8_t resume;      /* RESUME_* */
+  uint8_t nargs;       /* values pushed on co for the next resume */
+  uint8_t done;        /* signaled done */
+  uint8_t nfail, fail_start;
+  uint8_t gflags;      /* GF_*: group strategy, significant, auto_shutdown */
+  uint8_t decision;    /* DECISION_* of the last policy decision */
+} pnode;
+
+/* The outbox's capacity unless the engine's `outbox` option says. */
+#define ARBOR_OUTBOX_CAP 65536
+
+/* An on_event subscriber (loop.c). */
+typedef struct arbor_sub {
+  int ref;       /* the function; LUA_NOREF once removed */
+  uint64_t id;   /* what subscribe returned: increasing along the array */
+  uint64_t from; /* the first seq it is owed */
+} arbor_sub;
+
+struct arbor_engine {
+  arbor_tree tree;
+  arbor_timers timers;
+  arbor_ring ring;
+  lua_State *L;          /* the engine's own thread */
+  int L_ref;
+  int default_policy_ref;
+  arbor_sub *subs;       /* on_event subscribers, oldest first */
+  size_t nsubs, subs_cap;
+  uint64_t sub_ids;      /* the last subscriber id given */
+  pnode *dn_pn;          /* the node whose DN string is at dn_ref (a node */
+  int dn_ref;            /* has several events in a row: l_engine.c) */
+  int log_ref;           /* log sink or LUA_NOREF */
+  int virtual_clock;
+  double vnow;
+  double step_now;       /* real clock: time of the current step */
+  uint64_t t0;           /* hrtime at creation (real clock) */
+  uv_loop_t *loop;       /* NULL under the virtual clock */
+  uv_timer_t timer;
+  uv_check_t check;
+  uv_idle_t idle;
+  uv_signal_t sigint, sigterm;
+  int signals;
+  pnode *ready_head, *ready_tail;
+  size_t ready_len;
+  struct {
+    lua_State *co;
+    int ref;
+  } pool[ARBOR_THREAD_POOL]; /* reset threads kept for reuse */
+  size_t npool;
+  uint64_t settle_limit;  /* resumes one settle may take (virtual clock) */
+  double runaway;         /* seconds one resume may run; 0: no limit */
+  pnode *current;        /* node being resumed */
+  int draining;
+  int stop_requested;
+  int interrupted;       /* second SIGINT */
+  int closing;           /* tearing down: no more restarts */
+  int zombie;            /* freed; memory kept for referenced nodes */
+  int gave_up;
+  unsigned forced_in_stop; /* forced closes while the tree stopped */
+  arbor_str *first_forced;  /* the DN of the first of them */
+  unsigned killed_in_stop;  /* processes SIGKILLed while the tree stopped */
+  arbor_str *first_killed;  /* "DN, pid N" of the first of them (exec.c) */
+  arbor_str *gave_up_reason;
+  arbor_str *reason;     /* reason for the next state event */
+  arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced;
+  arbor_ring outbox;     /* events not yet delivered to subscribers */
+  size_t outbox_cap;     /* its capacity, allocated at the first subscribe */
+  uint64_t delivered;    /* events up to this seq were delivered or missed */
+  uint64_t events_missed; /* events that left the outbox undelivered */
+  int delivering;
+  uint64_t rng;
+  /* counters */
+  uint64_t wakeups, resumes, restarts, policy_calls;
+  double budget;          /* seconds a policy or subscriber may run */
+  int policy_ev_ref;      /* the reused policy event table */
+  struct pnode *ev_pn;   /* the node it describes, during its call */
+  int ev_cached;         /* its `failures` was read (kept until the next call) */
+  int policy_depth;       /* policy calls in progress */
+  pnode *policy_pn;       /* the node its policy is deciding now */
+  const void *policy_ev;  /* and the event table it was given */
+  int shared_ref;         /* counted references to functions */
+  int ctx_mt_ref;         /* the ctx metatable (arbor_ctx_mt_ref) */
+  const void *ctx_mt;     /* and its address */
+  /* lifecycle coordinators to evaluate (lifecycle.c), and counters */
+  struct arbor_pcoord *lc_head, *lc_tail;
+  uint64_t lc_evals, lc_moves, lc_changes;
+};
+
+/* The engine of a node: its tree is the engine's. */
+#define pn_engine(pn) \
+  ((arbor_engine *)((char *)(pn)->n.tree - offsetof(arbor_engine, tree)))
+
+/* Creates an engine; virtual selects the harness's virtual clock. The
+   engine's thread is created on L and anchored. Returns NULL on OOM. */
+arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
+                               size_t ring_cap);
+/* Frees everything (closing coroutines and libuv handles). */
+void arbor_engine_free(arbor_engine *e);
+
+double arbor_engine_now(arbor_engine *e);
+uint64_t arbor_engine_random(arbor_engine *e);
+
+/* A counted registry reference to the function at idx of L, shared by
+   every node that uses the same function; released by unref_fn. */
+int arbor_engine_ref_fn(arbor_engine *e, lua_State *L, int idx);
+void arbor_engine_unref_fn(arbor_engine *e, int ref);
+
+/* Starts the root with the runnable on top of e->L's stack (popped). */
+void arbor_engine_start_root(arbor_engine *e, int fn_ref, int policy_ref,
+                             double shutdown);
+/* Real clock: runs the loop until the tree is finished. */
+void arbor_engine_run(arbor_engine *e);
+/* Virtual clock: runs until nothing can progress without time moving.
+   Returns -1 when that takes more than settle_limit resumes (a restart loop
+   with no delay never settles). */
+int arbor_engine_settle(arbor_engine *e);
+/* Virtual clock: moves time forward by dt seconds, firing timers in order.
+   Returns -1 as settle does. */
+int arbor_engine_advance(arbor_engine *e, double dt);
+/* 1 when nothing runs, nothing is queued and no timer is armed. */
+int arbor_engine_finished(arbor_engine *e);
+
+/* Stops the whole tree in order (T12). */
+void arbor_engine_stop(arbor_engine *e);
+/* Stops a node: cancels it (T7), children first (T12). */
+void arbor_engine_cancel(arbor_engine *e, pnode *pn);
+/* Restarts a node now: cancels it if running, starts it if pending or held. */
+int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err);
+/* Holds a node down: canceled and not restarted until restarted by hand. */
+void arbor_engine_hold(arbor_engine *e, pnode *pn);
+/* Makes the running incarnation of pn raise the error value on top of e->L
+   (popped) at its current yield point. */
+int arbor_engine_fail(arbor_engine *e, pnode *pn);
+
+/* Creates a child of parent (not started). Returns NULL with *err set. */
+pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,
+                        size_t len, int *err);
+/* Starts pn's next incarnation now. */
+void arbor_engine_start(arbor_engine *e, pnode *pn);
+/* Records a signal from the runnable ("healthy", "done"). Returns NULL or
+   the misuse message. */
+const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what);
+/* Parks the current incarnation; `wait` is WAIT_*; for WAIT_SLEEP the wake
+   timer is armed at now + seconds. */
+void arbor_engine_park(arbor_engine *e, pnode *pn, int wait, double seconds);
+/* Wakes pn from WAIT_PARK with the nvals values on top of L. Returns 1 when
+   delivered, 0 when pn no longer waits on seq. */
+int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
+                        int nvals);
+/* Appends a log line to pn (and calls the sink). Takes a reference. */
+void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line);
+/* Emits a state event (for changes made outside the tree's hooks). */
+void arbor_engine_emit_state(arbor_engine *e, pnode *pn, arbor_state from,
+                             arbor_state to, arbor_str *reason);
+/* Emits a non-state event. */
+void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                        arbor_str *reason);
+
+/* Nodes past their shutdown deadline still running: calls fn for each. */
+void arbor_engine_stuck(arbor_engine *e, void (*fn)(pnode *, void *), void *ud);
+
+/* The engine running the calling code, if any (set while draining). */
+arbor_engine *arbor_engine_current(void);
+/* The time of the current step (the clock is read once per step). */
+double arbor_engine_step_time(arbor_engine *e);
+/* The group member pn waits for before it starts (strategy.c), or NULL. */
+pnode *arbor_engine_waits_for(pnode *pn);
+
+
+/* Pushes n's whole DN onto L (DNs have no length limit). [-0, +1, m] */
+void arbor_push_dn(lua_State *L, const arbor_node *n);
+
+/* Pushes the unique cancellation error value onto L. [-0, +1, -] */
+void arbor_push_canceled(lua_State *L);
+/* 1 when the value at idx is the cancellation error. */
+int arbor_is_canceled(lua_State *L, int idx);
+
+/* Builds a ctx userdata for pn's current incarnation on L. [-0, +1, m] */
+void arbor_push_ctx(lua_State *L, pnode *pn);
+/* A registry ref to the ctx metatable, and its address in *mt. [-0, +0, m] */
+int arbor_ctx_mt_ref(lua_State *L, const void **mt);
+
+#endif

@@ -1,0 +1,94 @@
+/* l_core.c: luaopen_arbor_core, the C module behind require "arbor". */
+#include <lauxlib.h>
+#include <unistd.h>
+
+#include "engine/home.h"
+#include "lua/l_arbor.h"
+
+#ifndef ARBOR_VERSION
+#define ARBOR_VERSION "0.1.0"
+#endif
+
+/* core.hrtime(): monotonic nanoseconds (benchmarks). */
+static int l_hrtime(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)uv_hrtime());
+  return 1;
+}
+
+/* core.is_canceled(v): true when v is the cancellation error. */
+static int l_is_canceled(lua_State *L) {
+  lua_pushboolean(L, arbor_is_canceled(L, 1));
+  return 1;
+}
+
+/* core.name_valid(s) (T2). */
+static int l_name_valid(lua_State *L) {
+  size_t len;
+  const char *s = lua_tolstring(L, 1, &len);
+  lua_pushboolean(L, s && lua_type(L, 1) == LUA_TSTRING &&
+                         arbor_name_valid(s, len));
+  return 1;
+}
+
+const char *arbor_push_cut(lua_State *L, const char *s, size_t len) {
+  if (len <= ARBOR_CUT) return lua_pushlstring(L, s, len);
+  size_t keep = ARBOR_CUT;
+  while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--;
+  lua_pushlstring(L, s, keep);
+  lua_pushfstring(L, "... (%I bytes)", (lua_Integer)len);
+  lua_concat(L, 2);
+  return lua_tostring(L, -1);
+}
+
+/* core.cut(v): tostring(v) cut for an error message (arbor_push_cut). */
+static int l_cut(lua_State *L) {
+  size_t len;
+  const char *s = luaL_tolstring(L, 1, &len);
+  arbor_push_cut(L, s, len);
+  return 1;
+}
+
+/* core.rss(): resident set size in bytes, from /proc/self/statm. */
+static int l_rss(lua_State *L) {
+  size_t rss = 0;
+  uv_resident_set_memory(&rss);
+  lua_pushinteger(L, (lua_Integer)rss);
+  return 1;
+}
+
+/* core.isatty(fd): true when fd is a terminal (arbor.term). */
+static int l_isatty(lua_State *L) {
+  lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
+  return 1;
+}
+
+static const luaL_Reg funcs[] = {
+    {"cut", l_cut},
+    {"hrtime", l_hrtime},
+    {"is_canceled", l_is_canceled},
+    {"isatty", l_isatty},
+    {"name_valid", l_name_valid},
+    {"rss", l_rss},
+    {NULL, NULL},
+};
+
+int luaopen_arbor_core(lua_State *L) {
+  luaL_newlib(L, funcs);
+  arbor_open_ctx(L);
+  arbor_open_engine(L);
+  arbor_open_control(L);
+  arbor_open_exec(L);
+  arbor_preload_luv(L);
+  arbor_open_window(L);
+  arbor_open_coroutine(L);
+  luaL_getmetatable(L, ARBOR_CTX_MT);
+  lua_getfield(L, -1, "methods");
+  arbor_open_defer(L);
+  lua_setfield(L, -3, "ctx_methods");
+  lua_pop(L, 1);
+  arbor_push_canceled(L);
+  lua_setfield(L, -2, "canceled");
+  lua_pushliteral(L, ARBOR_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

@@ -1,0 +1,550 @@
+/* l_ctx.c: the runnable's context (ctx), one per incarnation (T3), and the
+ * blocking primitives that yield to the loop (T7).
+ */
+#include <lauxlib.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lua/l_arbor.h"
+#include "engine/lifecycle.h"
+
+typedef struct lctx {
+  pnode *pn;
+  uint64_t incarnation;
+} lctx;
+
+/* The ctx metatable, also registered under a pointer key. */
+static const char ctx_mt_key = 'm';
+
+/* An engine keeps the ctx metatable of its Lua state as a registry ref, to
+   make ctxs, and as an address, to recognize them: both much cheaper than
+   a lookup by name or key, and every ctx call does one. */
+int arbor_ctx_mt_ref(lua_State *L, const void **mt) {
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+  *mt = lua_topointer(L, -1);
+  return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+void arbor_push_ctx(lua_State *L, pnode *pn) {
+  lctx *c = lua_newuserdatauv(L, sizeof *c, 0);
+  c->pn = pn;
+  c->incarnation = pn->n.incarnation;
+  arbor_node_ref(&pn->n);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pn_engine(pn)->ctx_mt_ref);
+  lua_setmetatable(L, -2);
+}
+
+int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...) {
+  va_list ap;
+  luaL_where(L, 1);
+  arbor_push_dn(L, &pn->n);
+  lua_pushliteral(L, ": ");
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 4);
+  return lua_error(L);
+}
+
+/* Pushes the DN of a ctx's node, or "(finalized)" when it has none.
+   [-0, +1, m] */
+static const char *push_ctx_dn(lua_State *L, const lctx *c) {
+  if (c->pn)
+    arbor_push_dn(L, &c->pn->n);
+  else
+    lua_pushliteral(L, "(finalized)");
+  return lua_tostring(L, -1);
+}
+
+/* The ctx at idx, or raises. Inside an engine's step (every runnable's
+   call) the metatable's address is compared; elsewhere it is looked up. */
+static lctx *to_ctx(lua_State *L, int idx) {
+  arbor_engine *e = arbor_engine_current();
+  if (e && lua_getmetatable(L, idx)) {
+    int same = lua_topointer(L, -1) == e->ctx_mt;
+    lua_pop(L, 1);
+    if (same) return lua_touserdata(L, idx);
+  }
+  return luaL_checkudata(L, idx, ARBOR_CTX_MT); /* raises the usual error */
+}
+
+/* A ctx finalized (by lua_close) has no node: it is stale like any other. */
+static int ctx_is_live(const lctx *c) {
+  if (!c->pn) return 0;
+  const arbor_node *n = &c->pn->n;
+  return !(n->flags & ARBOR_F_DETACHED) && n->incarnation == c->incarnation &&
+         arbor_node_running(n);
+}
+
+/* The node of a live ctx at idx, or raises "stale context" (T3). */
+pnode *arbor_check_ctx(lua_State *L, int idx) {
+  lctx *c = to_ctx(L, idx);
+  if (!ctx_is_live(c))
+    return luaL_error(L, "stale context: %s incarnation %d has ended",
+                      push_ctx_dn(L, c), (int)c->incarnation),
+           NULL;
+  return c->pn;
+}
+
+static int ctx_gc(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  if (c->pn) arbor_node_unref(&c->pn->n);
+  c->pn = NULL;
+  return 0;
+}
+
+static int ctx_tostring(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  lua_pushfstring(L, "ctx(%s#%d%s)", push_ctx_dn(L, c),
+                  (int)c->incarnation, ctx_is_live(c) ? "" : ", stale");
+  return 1;
+}
+
+/* ---- blocking ------------------------------------------------------- */
+
+static void raise_canceled(lua_State *L) {
+  arbor_push_canceled(L);
+  lua_error(L);
+}
+
+/* Continuation of every blocking call: what the wake delivered. */
+static int k_wake(lua_State *L, int status, lua_KContext base) {
+  (void)status;
+  lctx *c = lua_touserdata(L, 1);
+  pnode *pn = c->pn;
+  int r = pn->resume;
+  pn->resume = RESUME_VALUES;
+  if (r == RESUME_CANCEL) raise_canceled(L);
+  if (r == RESUME_FAIL) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pn->fail_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
+    pn->fail_ref = LUA_NOREF;
+    lua_error(L);
+  }
+  return lua_gettop(L) - (int)base;
+}
+
+/* Parks the calling incarnation (whose ctx is at index 1) and yields. */
+static int block(lua_State *L, pnode *pn, int wait, double seconds) {
+  if (L != pn->co)
+    return arbor_dn_error(L, pn,
+                          "blocking call from outside the node's own "
+                          "coroutine (a nested coroutine, or another node's "
+                          "ctx)");
+  if (!lua_isyieldable(L))
+    return arbor_dn_error(L, pn, "blocking call across a C boundary");
+  if ((pn->pflags & PN_NOTIFIED) && pn->shield == 0) raise_canceled(L);
+  arbor_engine_park(pn_engine(pn), pn, wait, seconds);
+  int base = lua_gettop(L);
+  return lua_yieldk(L, 0, (lua_KContext)base, k_wake);
+}
+
+static int ctx_sleep(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  double s = luaL_checknumber(L, 2);
+  if (!(s >= 0) || !isfinite(s))
+    return arbor_dn_error(L, pn,
+                          "ctx:sleep(seconds): want a finite number >= 0");
+  lua_settop(L, 1);
+  return block(L, pn, WAIT_SLEEP, s);
+}
+
+static int ctx_wait(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  lua_settop(L, 1);
+  return block(L, pn, WAIT_CANCEL, 0);
+}
+
+/* ctx:_park_seq(): the sequence number the next park will have. */
+static int ctx_park_seq(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  lua_pushinteger(L, (lua_Integer)(uint32_t)(pn->wait_seq + 1));
+  return 1;
+}
+
+/* ctx:_park(): parks until ctx:_unpark(seq, ...) delivers values. */
+static int ctx_park(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  lua_settop(L, 1);
+  return block(L, pn, WAIT_PARK, 0);
+}
+
+/* ctx:_unpark(seq, ...): true when the values reached the parked call. */
+static int ctx_unpark(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  uint32_t seq = (uint32_t)luaL_checkinteger(L, 2);
+  int nvals = lua_gettop(L) - 2;
+  int ok = ctx_is_live(c) &&
+           arbor_engine_unpark(pn_engine(c->pn), c->pn, seq, L, nvals);
+  lua_pushboolean(L, ok);
+  return 1;
+}
+
+static int ctx_canceled(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  lua_pushboolean(L, !ctx_is_live(c) || (c->pn->pflags & PN_NOTIFIED) != 0);
+  return 1;
+}
+
+static int ctx_shield_enter(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  pn->shield++;
+  return 0;
+}
+
+static int ctx_shield_leave(lua_State *L) {
+  lctx *c = to_ctx(L, 1);
+  if (ctx_is_live(c) && c->pn->shield > 0) c->pn->shield--;
+  return 0;
+}
+
+/* ---- signals, logs -------------------------------------------------- */
+
+static int ctx_signal(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  if (lua_type(L, 2) != LUA_TSTRING)
+    return arbor_dn_error(L, pn,
+                          "ctx:signal(what): want \"healthy\" or \"done\", "
+                          "got %s",
+                          luaL_typename(L, 2));
+  size_t len;
+  const char *what = lua_tolstring(L, 2, &len);
+  const char *bad = arbor_engine_signal(pn_engine(pn), pn, what);
+  if (!bad) return 0;
+  const char *state = arbor_state_name((arbor_state)pn->n.state);
+  if (strcmp(bad, "healthy") == 0)
+    return arbor_dn_error(L, pn,
+                          "signal(\"healthy\") is allowed from NEW, the node "
+                          "is %s (T4)",
+                          state);
+  if (strcmp(bad, "done") == 0)
+    return arbor_dn_error(L, pn,
+                          "signal(\"done\") is allowed from HEALTHY, the "
+                          "node is %s (T4)",
+                          state);
+  return arbor_dn_error(L, pn,
+                        "unknown signal \"%s\" (want \"healthy\" or "
+                        "\"done\")",
+                        arbor_push_cut(L, what, len));
+}
+
+static int ctx_log(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  int n = lua_gettop(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (int i = 2; i <= n; i++) {
+    if (i > 2) luaL_addchar(&b, ' ');
+    luaL_tolstring(L, i, NULL);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  size_t len;
+  const char *s = lua_tolstring(L, -1, &len);
+  arbor_str *line = arbor_str_new(s, len);
+  if (line) {
+    arbor_engine_log(pn_engine(pn), pn, line);
+    arbor_str_unref(line);
+  }
+  return 0;
+}
+
+/* ---- children ------------------------------------------------------- */
+
+/* Reads the option `lifecycle` or `sidecar` (value on top) into o. */
+static void read_lifecycle_opt(lua_State *L, pnode *parent,
+                               arbor_child_opts *o, const char *what,
+                               const char *k) {
+  static const char *const names[] = {"main", "prestart", "poststart",
+                                      "poststop", NULL};
+  if (k[0] == 's') {
+    if (!lua_isboolean(L, -1))
+      arbor_dn_error(L, parent, "%s: option 'sidecar' must be a boolean, "
+                     "got %s", what, luaL_typename(L, -1));
+    if (lua_toboolean(L, -1)) o->lc |= ARBOR_LC_SIDECAR;
+    return;
+  }
+  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  for (unsigned i = 0; v && names[i]; i++)
+    if (strcmp(v, names[i]) == 0) {
+      o->lc = (o->lc & ~(unsigned)ARBOR_LC_KIND) | i;
+      return;
+    }
+  if (v)
+    arbor_dn_error(L, parent,
+                   "%s: option 'lifecycle' must be \"prestart\", "
+                   "\"poststart\", \"poststop\" or \"main\", got \"%s\"",
+                   what, arbor_push_cut(L, v, lua_rawlen(L, -1)));
+  arbor_dn_error(L, parent,
+                 "%s: option 'lifecycle' must be \"prestart\", "
+                 "\"poststart\", \"poststop\" or \"main\", got %s",
+                 what, luaL_typename(L, -1));
+}
+
+/* Raises when a child behind o's gate could never start now (L0). */
+static void check_gate(lua_State *L, pnode *parent, const arbor_child_opts *o,
+                       const char *what, const char *name, size_t len) {
+  const char *gate = arbor_lc_check_add(parent, o->lc);
+  if (!gate) return;
+  arbor_dn_error(L, parent,
+                 "%s: cannot add %s child '%s': the coordinator is in state "
+                 "%s and the %s gate never opens again in this incarnation "
+                 "(L0)",
+                 what, gate, arbor_push_cut(L, name, len),
+                 arbor_lc_state(parent), gate);
+}
+
+/* Reads ctx:run / ctx:group options at idx into o. Raises on bad input. */
+static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
+                      const char *what) {
+  o->policy_idx = 0;
+  o->shutdown = 5.0;
+  o->lc = ARBOR_LC_MAIN;
+  o->gflags = o->grouping = 0;
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx))
+    arbor_dn_error(L, parent, "%s: options must be a table, got %s", what,
+                   luaL_typename(L, idx));
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    if (k && strcmp(k, "policy") == 0) {
+      if (!lua_isfunction(L, -1))
+        arbor_dn_error(L, parent, "%s: option 'policy' must be a function, "
+                       "got %s", what, luaL_typename(L, -1));
+      o->policy_idx = 1;
+    } else if (k && strcmp(k, "shutdown") == 0) {
+      double s = lua_tonumber(L, -1);
+      if (lua_type(L, -1) != LUA_TNUMBER || !(s >= 0) || !isfinite(s))
+        arbor_dn_error(L, parent,
+                       "%s: option 'shutdown' must be a finite number >= 0 "
+                       "(seconds)",
+                       what);
+      o->shutdown = s;
+    } else if (k && (strcmp(k, "lifecycle") == 0 || strcmp(k, "sidecar") == 0)) {
+      read_lifecycle_opt(L, parent, o, what, k);
+    } else if (k && arbor_strategy_opt(L, k, o, parent, what)) {
+      /* read */
+    } else {
+      size_t len;
+      const char *s = k ? lua_tolstring(L, -2, &len) : luaL_typename(L, -2);
+      arbor_dn_error(L, parent, "%s: unknown option '%s'", what,
+                     k ? arbor_push_cut(L, s, len) : s);
+    }
+    lua_pop(L, 1);
+  }
+  if ((o->lc & ARBOR_LC_SIDECAR) &&
+      (o->lc & ARBOR_LC_KIND) != ARBOR_LC_PRESTART &&
+      (o->lc & ARBOR_LC_KIND) != ARBOR_LC_POSTSTART)
+    arbor_dn_error(L, parent,
+                   "%s: option 'sidecar' is valid on prestart and poststart "
+                   "children only, not on a %s child (L0)",
+                   what, arbor_lc_name(o->lc));
+  arbor_strategy_check(L, o, parent, what);
+  if (o->policy_idx) {
+    lua_getfield(L, idx, "policy");
+    o->policy_idx = lua_gettop(L);
+  }
+}
+
+/* Raises the T2 error for name under parent. */
+static void name_error(lua_State *L, pnode *parent, const char *name,
+                       size_t len, int err) {
+  if (err == ARBOR_EDUP)
+    arbor_dn_error(L, parent,
+                   "duplicate child name '%s' (T2: names are unique among "
+                   "siblings)",
+                   name);
+  if (err == ARBOR_EBADNAME)
+    arbor_dn_error(L, parent,
+                   "invalid child name '%s' (T2: a name matches "
+                   "^[A-Za-z0-9_-]{1,64}$)",
+                   arbor_push_cut(L, name, len));
+  if (err == ARBOR_EGONE) arbor_dn_error(L, parent, "the node was discarded");
+  arbor_dn_error(L, parent, "out of memory");
+}
+
+/* Creates and starts a child whose runnable is at fn_idx. */
+static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
+                    int fn_idx, const arbor_child_opts *o) {
+  int err = 0;
+  pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
+  if (!c) name_error(L, parent, name, len, err);
+  arbor_engine *e = pn_engine(parent);
+  c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
+  if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
+  c->shutdown = o->shutdown;
+  c->gflags = (uint8_t)o->gflags;
+  c->n.lc = (uint8_t)o->lc;
+  arbor_lc_register(e, c);
+  return c;
+}
+
+/* Starts c, or records that it was created under a canceled parent. */
+static void launch(pnode *c) {
+  if (c->n.state == ARBOR_CANCELED) {
+    arbor_str *r = arbor_str_lit("parent canceled");
+    arbor_engine_emit_state(pn_engine(c), c, ARBOR_NEW, ARBOR_CANCELED, r);
+    arbor_str_unref(r);
+    return;
+  }
+  if (arbor_lc_admit(pn_engine(c), c)) arbor_engine_start(pn_engine(c), c);
+}
+
+static int ctx_run(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  size_t len;
+  if (lua_type(L, 2) != LUA_TSTRING)
+    return arbor_dn_error(L, pn, "ctx:run(name, fn): name must be a string, "
+                          "got %s", luaL_typename(L, 2));
+  const char *name = lua_tolstring(L, 2, &len);
+  if (!lua_isfunction(L, 3))
+    return arbor_dn_error(L, pn,
+                          "ctx:run('%s', fn): the runnable must be a "
+                          "function, got %s",
+                          arbor_push_cut(L, name, len), luaL_typename(L, 3));
+  arbor_child_opts o;
+  read_opts(L, 4, pn, &o, "ctx:run");
+  check_gate(L, pn, &o, "ctx:run", name, len);
+  launch(spawn(L, pn, name, len, 3, &o));
+  return 0;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int ctx_group(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  if (!lua_istable(L, 2))
+    return arbor_dn_error(L, pn,
+                          "ctx:group(members): want a table of name = "
+                          "function, got %s",
+                          luaL_typename(L, 2));
+  arbor_child_opts o;
+  read_opts(L, 3, pn, &o, "ctx:group");
+  /* Check every member before anything changes. */
+  size_t count = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    if (lua_type(L, -2) != LUA_TSTRING)
+      return arbor_dn_error(L, pn, "ctx:group: member names must be strings, "
+                            "got %s", luaL_typename(L, -2));
+    size_t len;
+    const char *name = lua_tolstring(L, -2, &len);
+    if (!lua_isfunction(L, -1))
+      return arbor_dn_error(L, pn,
+                            "ctx:group: member '%s' must be a function, got %s",
+                            arbor_push_cut(L, name, len), luaL_typename(L, -1));
+    if (!arbor_name_valid(name, len))
+      name_error(L, pn, name, len, ARBOR_EBADNAME);
+    if (arbor_tree_child(&pn->n, name, len))
+      name_error(L, pn, name, len, ARBOR_EDUP);
+    count++;
+    lua_pop(L, 1);
+  }
+  if (count == 0) return 0;
+  lua_pushnil(L);
+  lua_next(L, 2);
+  size_t len;
+  const char *name = lua_tolstring(L, -2, &len);
+  check_gate(L, pn, &o, "ctx:group", name, len);
+  lua_pop(L, 2);
+  const char **names = lua_newuserdatauv(L, count * sizeof *names, 0);
+  size_t i = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    names[i++] = lua_tostring(L, -2);
+    lua_pop(L, 1);
+  }
+  qsort(names, count, sizeof *names, cmp_names);
+  pnode *first = NULL;
+  int top = lua_gettop(L);
+  for (i = 0; i < count; i++) {
+    lua_getfield(L, 2, names[i]);
+    pnode *c = spawn(L, pn, names[i], strlen(names[i]), top + 1, &o);
+    lua_settop(L, top);
+    c->gflags |= GF_MEMBER;
+    if (first)
+      arbor_tree_group(&first->n, &c->n);
+    else
+      first = c, c->gflags |= GF_FIRST;
+  }
+  /* Start in name order (T10); a member may have been started by its
+     predecessor already (strategy.c). */
+  for (arbor_node *n = &first->n;;) {
+    if (n->state == ARBOR_CANCELED || (n->flags & ARBOR_F_PENDING))
+      launch((pnode *)n);
+    n = n->next;
+    if (!n) break;
+  }
+  return 0;
+}
+
+/* __index: methods first (upvalue 1), then the fields dn, name and
+   incarnation. */
+static int ctx_index(lua_State *L) {
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+  lctx *c = to_ctx(L, 1);
+  const char *k = lua_tostring(L, 2);
+  if (!k || !c->pn) return 1;
+  if (strcmp(k, "dn") == 0) {
+    arbor_push_dn(L, &c->pn->n);
+  } else if (strcmp(k, "name") == 0) {
+    lua_pushstring(L, c->pn->n.name);
+  } else if (strcmp(k, "incarnation") == 0) {
+    lua_pushinteger(L, (lua_Integer)c->incarnation);
+  } else {
+    return 1;
+  }
+  return 1;
+}
+
+/* core.self(): the ctx of the incarnation running now, or nil. */
+static int l_self(lua_State *L) {
+  arbor_engine *e = arbor_engine_current();
+  if (!e || !e->current || e->current->co != L) {
+    lua_pushnil(L);
+    return 1;
+  }
+  arbor_push_ctx(L, e->current);
+  return 1;
+}
+
+static const luaL_Reg ctx_methods[] = {
+    {"run", ctx_run},
+    {"group", ctx_group},
+    {"signal", ctx_signal},
+    {"sleep", ctx_sleep},
+    {"wait", ctx_wait},
+    {"canceled", ctx_canceled},
+    {"log", ctx_log},
+    {"_shield_enter", ctx_shield_enter},
+    {"_shield_leave", ctx_shield_leave},
+    {"_park_seq", ctx_park_seq},
+    {"_park", ctx_park},
+    {"_unpark", ctx_unpark},
+    {NULL, NULL},
+};
+
+/* [-0, +0, m] registers the ctx metatable and core.self in the table on top. */
+void arbor_open_ctx(lua_State *L) {
+  luaL_newmetatable(L, ARBOR_CTX_MT);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+  luaL_newlib(L, ctx_methods);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "methods");
+  lua_pushcclosure(L, ctx_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, ctx_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, ctx_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_self);
+  lua_setfield(L, -2, "self");
+}

@@ -1,0 +1,478 @@
+/* l_exec.c: processes as Lua objects (arbor.Process) and the helpers the
+ * Lua side of ctx:exec needs (lua/arbor/exec.lua validates the options and
+ * calls core.spawn with a checked spec).
+ */
+#include <errno.h>
+#include <grp.h>
+#include <lauxlib.h>
+#include <math.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proc/exec.h"
+#include "engine/home.h"
+#include "engine/internal.h"
+#include "lua/l_arbor.h"
+#include "proc/spawn.h"
+
+#define PROC_MT "arbor.Process"
+
+typedef struct lproc {
+  arbor_proc *p;
+} lproc;
+
+static arbor_proc *check_proc(lua_State *L, int idx) {
+  lproc *lp = luaL_checkudata(L, idx, PROC_MT);
+  if (!lp->p) luaL_error(L, "process handle is closed");
+  return lp->p;
+}
+
+/* ---- spawning ------------------------------------------------------- */
+
+/* A NULL-terminated array of the strings in the list at idx: in buf when
+   it has room for them (size entries), else in a userdata pushed on the
+   stack (so Lua frees it). The strings are anchored by the list. */
+static char **string_array(lua_State *L, int idx, char **buf, size_t size) {
+  lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+  char **a = (size_t)n < size
+                 ? buf
+                 : lua_newuserdatauv(L, (size_t)(n + 1) * sizeof *a, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    a[i - 1] = (char *)lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  a[n] = NULL;
+  return a;
+}
+
+static int opt_int(lua_State *L, int idx, int *set) {
+  *set = !lua_isnil(L, idx);
+  return (int)lua_tointeger(L, idx);
+}
+
+/* core.spawn(ctx, file, argv, env, cwd, uid, gid, umask, stdin_inherit,
+   ready, stop_signal, grace, line_max) -> proc | nil, message. Checked by
+   exec.lua: env is a list of "K=V" or nil, ready 0 (spawn), 1 (notify) or
+   2 (systemd); nil for what is not set. */
+static int l_spawn(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  arbor_engine *e = pn_engine(pn);
+  if (!e->loop)
+    return luaL_error(L,
+                      "ctx:exec: processes need a real-clock engine "
+                      "(arbor.run); the virtual harness has no process I/O");
+  lua_settop(L, 13);
+  char *argv_buf[32], *env_buf[128];
+  arbor_proc_opts o;
+  memset(&o, 0, sizeof o);
+  int set;
+  o.file = lua_tostring(L, 2);
+  luaL_checktype(L, 3, LUA_TTABLE);
+  o.argv = string_array(L, 3, argv_buf, sizeof argv_buf / sizeof *argv_buf);
+  if (lua_istable(L, 4))
+    o.env = string_array(L, 4, env_buf, sizeof env_buf / sizeof *env_buf);
+  o.cwd = lua_tostring(L, 5);
+  o.uid = (uid_t)opt_int(L, 6, &o.set_uid);
+  o.gid = (gid_t)opt_int(L, 7, &o.set_gid);
+  o.umask = opt_int(L, 8, &set);
+  if (!set) o.umask = -1;
+  o.stdin_inherit = lua_toboolean(L, 9);
+  o.ready = opt_int(L, 10, &set);
+  o.stop_signal = opt_int(L, 11, &set);
+  if (!set) o.stop_signal = SIGTERM;
+  o.grace = luaL_optnumber(L, 12, 10.0);
+  o.line_max = (size_t)opt_int(L, 13, &set);
+  if (!o.file || !o.argv[0]) return luaL_error(L, "core.spawn: bad spec");
+
+  lproc *lp = lua_newuserdatauv(L, sizeof *lp, 0);
+  lp->p = NULL;
+  luaL_setmetatable(L, PROC_MT);
+  char err[512] = "";
+  arbor_proc *p;
+  int rc = arbor_proc_spawn(e, pn, &o, &p, err, sizeof err);
+  if (rc != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, err[0] ? err : uv_strerror(rc));
+    return 2;
+  }
+  lp->p = p;
+  /* the node must outlive the stop: its shutdown covers the grace period */
+  if (pn->shutdown < o.grace + 1) pn->shutdown = o.grace + 1;
+  return 1;
+}
+
+/* core.access(path [, "dir"]) -> true | nil, message: path is a file we
+   may run (or a directory we may enter). */
+static int l_access(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int dir = lua_isstring(L, 2) && strcmp(lua_tostring(L, 2), "dir") == 0;
+  struct stat st;
+  if (stat(path, &st) < 0) {
+    int err = errno;
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s (%s)", path, strerror(err),
+                    err == ENOENT ? "ENOENT" : err == EACCES ? "EACCES" : "stat");
+    return 2;
+  }
+  if (dir && !S_ISDIR(st.st_mode)) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: not a directory (ENOTDIR)", path);
+    return 2;
+  }
+  if (!dir && S_ISDIR(st.st_mode)) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: is a directory (EISDIR)", path);
+    return 2;
+  }
+  if (access(path, X_OK) < 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: not executable: %s (EACCES)", path,
+                    strerror(errno));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* core.user(name) -> uid, gid | nil */
+static int l_user(lua_State *L) {
+  struct passwd *pw = getpwnam(luaL_checkstring(L, 1));
+  if (!pw) return lua_pushnil(L), 1;
+  lua_pushinteger(L, pw->pw_uid);
+  lua_pushinteger(L, pw->pw_gid);
+  return 2;
+}
+
+/* core.group(name) -> gid | nil */
+static int l_group(lua_State *L) {
+  struct group *gr = getgrnam(luaL_checkstring(L, 1));
+  if (!gr) return lua_pushnil(L), 1;
+  lua_pushinteger(L, gr->gr_gid);
+  return 1;
+}
+
+static const struct {
+  const char *name;
+  int res;
+} rlimits[] = {
+    {"as", RLIMIT_AS},           {"core", RLIMIT_CORE},
+    {"cpu", RLIMIT_CPU},         {"data", RLIMIT_DATA},
+    {"fsize", RLIMIT_FSIZE},     {"locks", RLIMIT_LOCKS},
+    {"memlock", RLIMIT_MEMLOCK}, {"msgqueue", RLIMIT_MSGQUEUE},
+    {"nice", RLIMIT_NICE},       {"nofile", RLIMIT_NOFILE},
+    {"nproc", RLIMIT_NPROC},     {"rss", RLIMIT_RSS},
+    {"rtprio", RLIMIT_RTPRIO},   {"rttime", RLIMIT_RTTIME},
+    {"sigpending", RLIMIT_SIGPENDING}, {"stack", RLIMIT_STACK},
+};
+
+/* core.rlimit(name) -> RLIMIT_* number | nil */
+static int l_rlimit(lua_State *L) {
+  const char *name = luaL_checkstring(L, 1);
+  for (size_t i = 0; i < sizeof rlimits / sizeof *rlimits; i++)
+    if (strcmp(rlimits[i].name, name) == 0)
+      return lua_pushinteger(L, rlimits[i].res), 1;
+  return lua_pushnil(L), 1;
+}
+
+/* core.shim_path() -> the arbor executable that applies rlimits */
+static int l_shim_path(lua_State *L) {
+  lua_pushstring(L, arbor_shim_path());
+  return 1;
+}
+
+extern char **environ;
+
+/* core.environ() -> {"K=V", ...}: arbor's environment. */
+static int l_environ(lua_State *L) {
+  lua_newtable(L);
+  for (int i = 0; environ[i]; i++) {
+    lua_pushstring(L, environ[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* core.signum(name) -> number | nil */
+static int l_signum(lua_State *L) {
+  int sig = arbor_signal_number(luaL_checkstring(L, 1));
+  if (sig < 0) return lua_pushnil(L), 1;
+  lua_pushinteger(L, sig);
+  return 1;
+}
+
+/* core.init_mode() -> true | nil, message: --init (subreaper, reaping,
+   signal forwarding) on the state's loop. */
+static int l_init_mode(lua_State *L) {
+  int rc = arbor_exec_init_mode(arbor_home_loop(L));
+  if (rc < 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "cannot become a subreaper: %s", strerror(-rc));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* ---- blocking on a process ------------------------------------------ */
+
+enum { PW_EXIT, PW_EVENT, PW_STOP };
+
+/* The owner's coroutine, or raises. */
+static pnode *check_owner(lua_State *L, arbor_proc *p, const char *what) {
+  if (!p->e || !p->pn || p->pn->co != L ||
+      p->pn->n.incarnation != p->incarnation)
+    luaL_error(L, "proc:%s(): only from the incarnation that started the "
+                  "process, in its own coroutine", what);
+  if (!lua_isyieldable(L))
+    luaL_error(L, "proc:%s(): blocking call across a C boundary", what);
+  return p->pn;
+}
+
+/* A process finished: the group gone and its output read. */
+static int finished(arbor_proc *p) {
+  return p->gone && uv_is_closing((uv_handle_t *)&p->timer);
+}
+
+/* Pushes how p ended: code, signal name, description. [-0, +3, m] */
+static int push_status(lua_State *L, arbor_proc *p) {
+  if (p->term_signal) {
+    const char *name = arbor_signal_name(p->term_signal);
+    lua_pushnil(L);
+    if (name)
+      lua_pushstring(L, name);
+    else
+      lua_pushinteger(L, p->term_signal);
+    lua_pushfstring(L, "killed by signal %d%s%s%s", p->term_signal,
+                    name ? " (" : "", name ? name : "", name ? ")" : "");
+  } else {
+    lua_pushinteger(L, (lua_Integer)p->status);
+    lua_pushnil(L);
+    lua_pushfstring(L, "exited with status %d", (int)p->status);
+  }
+  return 3;
+}
+
+static int park(lua_State *L, arbor_proc *p, int mode, double timeout);
+
+/* Continuation: what woke the owner. Cancellation stops the process and
+   waits for its group before raising (a stop is over once nothing runs). */
+static int k_proc(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  int mode = (int)(ctx & 3), canceled = (int)(ctx >> 2);
+  arbor_proc *p = check_proc(L, 1);
+  pnode *pn = p->pn;
+  p->waiting = 0;
+  int r = pn->resume;
+  pn->resume = RESUME_VALUES;
+  if (r == RESUME_FAIL) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, pn->fail_ref);
+    luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
+    pn->fail_ref = LUA_NOREF;
+    return lua_error(L);
+  }
+  if (r == RESUME_CANCEL) {
+    arbor_proc_stop(p);
+    canceled = 1;
+  }
+  if (canceled || mode == PW_STOP) {
+    if (!finished(p)) return park(L, p, mode | (canceled << 2), -1);
+    if (canceled && mode != PW_STOP) {
+      arbor_push_canceled(L);
+      return lua_error(L);
+    }
+    return push_status(L, p);
+  }
+  if (mode == PW_EXIT) {
+    if (!finished(p)) return park(L, p, mode, -1);
+    return push_status(L, p);
+  }
+  /* PW_EVENT: a line, a readiness notification, the end, or a timeout */
+  arbor_str *line = arbor_proc_pop_line(p);
+  if (line) {
+    lua_pushliteral(L, "line");
+    lua_pushlstring(L, line->s, line->len);
+    arbor_str_unref(line);
+    return 2;
+  }
+  if (p->ready) {
+    p->ready--;
+    lua_pushliteral(L, "ready");
+    return 1;
+  }
+  if (finished(p)) {
+    lua_pushliteral(L, "exit");
+    return 1;
+  }
+  return 0; /* timeout */
+}
+
+/* Parks the owner on p (timeout < 0: none) and yields to k_proc. */
+static int park(lua_State *L, arbor_proc *p, int mode, double timeout) {
+  pnode *pn = p->pn;
+  arbor_engine *e = p->e;
+  lua_settop(L, 1);
+  arbor_engine_park(e, pn, timeout >= 0 ? WAIT_SLEEP : WAIT_PARK,
+                    timeout >= 0 ? timeout : 0);
+  arbor_proc_wait(p);
+  return lua_yieldk(L, 0, (lua_KContext)mode, k_proc);
+}
+
+/* Blocks unless k_proc can answer at once. */
+static int block(lua_State *L, arbor_proc *p, int mode, double timeout,
+                 const char *what) {
+  pnode *pn = check_owner(L, p, what);
+  lua_settop(L, 1);
+  if ((pn->pflags & PN_NOTIFIED) && pn->shield == 0 && mode != PW_STOP) {
+    /* already canceled: stop first, then raise */
+    arbor_proc_stop(p);
+    if (!finished(p)) return park(L, p, mode | (1 << 2), -1);
+    arbor_push_canceled(L);
+    return lua_error(L);
+  }
+  int ready = finished(p) ||
+              (mode == PW_EVENT && (p->qlen || p->ready || timeout == 0));
+  if (ready) return k_proc(L, LUA_OK, (lua_KContext)mode);
+  return park(L, p, mode, timeout);
+}
+
+/* proc:wait() -> code, signal, description */
+static int proc_wait(lua_State *L) {
+  return block(L, check_proc(L, 1), PW_EXIT, -1, "wait");
+}
+
+/* proc:stop() -> code, signal, description: stop_signal to the group,
+   SIGKILL after grace; returns once the group is gone (also while the node
+   is being canceled). */
+static int proc_stop(lua_State *L) {
+  arbor_proc *p = check_proc(L, 1);
+  check_owner(L, p, "stop");
+  arbor_proc_stop(p);
+  return block(L, p, PW_STOP, -1, "stop");
+}
+
+/* proc:_next([timeout]) -> "line", text | "ready" | "exit" | nothing */
+static int proc_next(lua_State *L) {
+  arbor_proc *p = check_proc(L, 1);
+  double t = luaL_optnumber(L, 2, -1);
+  return block(L, p, PW_EVENT, t, "_next");
+}
+
+/* proc:_watch(on): queue stdout lines for _next (readiness by output). */
+static int proc_watch(lua_State *L) {
+  arbor_proc *p = check_proc(L, 1);
+  p->watch = lua_toboolean(L, 2);
+  if (!p->watch)
+    while (p->qlen) arbor_str_unref(arbor_proc_pop_line(p));
+  return 0;
+}
+
+/* proc:status() -> code, signal, description, or nil while it runs */
+static int proc_status(lua_State *L) {
+  arbor_proc *p = check_proc(L, 1);
+  if (!finished(p)) return lua_pushnil(L), 1;
+  return push_status(L, p);
+}
+
+/* proc:kill(sig [, "group"]) -> true | nil, message */
+static int proc_kill(lua_State *L) {
+  arbor_proc *p = check_proc(L, 1);
+  int sig;
+  if (lua_type(L, 2) == LUA_TNUMBER) {
+    sig = (int)lua_tointeger(L, 2);
+  } else {
+    const char *name = luaL_optstring(L, 2, "TERM");
+    sig = arbor_signal_number(name);
+    if (sig < 0) return luaL_error(L, "proc:kill: unknown signal '%s'", name);
+  }
+  const char *who = luaL_optstring(L, 3, "main");
+  int group = strcmp(who, "group") == 0;
+  if (!group && strcmp(who, "main") != 0)
+    return luaL_error(L, "proc:kill: want \"main\" or \"group\", got '%s'", who);
+  if (p->gone || (!group && p->exited)) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "the process has exited");
+    return 2;
+  }
+  if (kill(group ? -p->pid : p->pid, sig) < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, strerror(errno));
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int proc_gc(lua_State *L) {
+  lproc *lp = luaL_checkudata(L, 1, PROC_MT);
+  if (lp->p) arbor_proc_release(lp->p);
+  lp->p = NULL;
+  return 0;
+}
+
+/* __close (a handle in a <close> variable or given to ctx:defer): a
+   process still running is stopped (in the background). */
+static int proc_close(lua_State *L) {
+  lproc *lp = luaL_checkudata(L, 1, PROC_MT);
+  if (lp->p && !lp->p->gone) arbor_proc_stop(lp->p);
+  return 0;
+}
+
+static int proc_index(lua_State *L) {
+  lua_pushvalue(L, 2);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
+  arbor_proc *p = check_proc(L, 1);
+  const char *k = lua_tostring(L, 2);
+  if (k && strcmp(k, "pid") == 0) {
+    lua_pushinteger(L, p->pid);
+  } else if (k && strcmp(k, "stopped") == 0) {
+    lua_pushboolean(L, p->stopping == 1);
+  } else {
+    lua_pushnil(L);
+  }
+  return 1;
+}
+
+static int proc_tostring(lua_State *L) {
+  lproc *lp = luaL_checkudata(L, 1, PROC_MT);
+  if (!lp->p) return lua_pushliteral(L, "process (closed)"), 1;
+  lua_pushfstring(L, "process %d (%s)", lp->p->pid,
+                  finished(lp->p) ? "exited" : "running");
+  return 1;
+}
+
+static const luaL_Reg proc_methods[] = {
+    {"wait", proc_wait},     {"stop", proc_stop},     {"kill", proc_kill},
+    {"status", proc_status}, {"_next", proc_next},    {"_watch", proc_watch},
+    {NULL, NULL},
+};
+
+static const luaL_Reg funcs[] = {
+    {"spawn", l_spawn},   {"access", l_access}, {"user", l_user},
+    {"group", l_group},   {"signum", l_signum}, {"init_mode", l_init_mode},
+    {"environ", l_environ},   {"rlimit", l_rlimit},
+    {"shim_path", l_shim_path},
+    {NULL, NULL},
+};
+
+/* [-0, +0, m] registers arbor.Process and the exec functions in the table
+   on top. */
+void arbor_open_exec(lua_State *L) {
+  luaL_setfuncs(L, funcs, 0);
+  luaL_newmetatable(L, PROC_MT);
+  luaL_newlib(L, proc_methods);
+  lua_pushcclosure(L, proc_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, proc_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, proc_close);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, proc_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+}
