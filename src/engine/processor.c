@@ -37,9 +37,9 @@ double arbor_engine_step_time(arbor_engine *e) { return arbor__step_time(e); }
 void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                        arbor_state from, arbor_state to, arbor_str *reason,
                        double delay) {
-  uint64_t seq = arbor_ring_push(&e->ring, arbor__step_time(e), &pn->n, kind, from,
-                                 to, reason);
-  arbor_event *ev = (arbor_event *)arbor_ring_get(&e->ring, seq);
+  arbor_ring_push(&e->ring, arbor__step_time(e), &pn->n, kind, from, to,
+                  reason);
+  arbor_event *ev = arbor_ring_newest(&e->ring);
   ev->delay = delay;
   if (e->nsubs) arbor_ring_copy(&e->outbox, ev);
 }
@@ -106,7 +106,9 @@ void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
 
 void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
-  if (arbor__lc_hold_at_gate(e, pn)) return; /* L7: gates control starting */
+  pnode *parent = (pnode *)pn->n.parent;
+  if (parent && parent->coord && arbor__lc_hold_at_gate(e, pn))
+    return; /* L7: gates control starting */
   arbor_state from = (arbor_state)pn->n.state;
   if (arbor__group_hold(e, pn)) return; /* waits for its predecessor */
   arbor_timers_disarm(&e->timers, &pn->wake);
@@ -292,7 +294,8 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
   arbor_node_ref(a = &pn->n); /* a decision may discard pn */
   arbor_node *cand = arbor_gc_candidate(a);
   if (cand) arbor__decide(e, (pnode *)cand);
-  arbor__lc_poststop_ended(e, pn);
+  if ((pn->lc & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP)
+    arbor__lc_poststop_ended(e, pn);
   arbor_node_unref(a);
 }
 
@@ -342,7 +345,8 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
       c = pn->stop && pn->stop->cursor ? &pn->stop->cursor->n : NULL;
     }
     while (c && c->live == 0) c = c->prev;
-    if (!c && arbor__lc_poststop_first(e, pn)) { /* L3: poststop runs first */
+    if (!c && pn->coord && arbor__lc_poststop_first(e, pn)) {
+      /* L3: poststop runs first */
       c = pn->n.last;
       while (c && c->live == 0) c = c->prev;
     }
