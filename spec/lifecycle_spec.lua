@@ -534,6 +534,10 @@ describe("bad input", function()
       idle(ctx)
     end)
     assert.equal("prestart", h:node("root.a").lifecycle)
+    -- each member starts once: the group's release of b and the gate's
+    -- start of b are the same start
+    assert.equal(1, h:node("root.b").incarnation)
+    assert.equal(1, h:node("root.a").incarnation)
     assert.is_true(h:node("root.app").blocked)
     h:advance(2)
     assert.equal("HEALTHY", h:state("root.app"))

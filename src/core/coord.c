@@ -1,6 +1,8 @@
 /* coord.c: the lifecycle coordinator of one parent, pure. See coord.h. */
 #include "core/coord.h"
 
+#include "core/mem.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +146,7 @@ static unsigned finished_job(entry *en) {
 
 unsigned arbor_coord_child(arbor_coord *c, uint32_t slot,
                            arbor_co_child_event ev) {
+  arbor_assert(slot < c->n);
   entry *en = &c->e[slot];
   if (en->marks & M_GONE) return 0;
   switch (ev) {

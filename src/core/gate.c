@@ -1,6 +1,8 @@
 /* gate.c: the lifecycle coordinator as a pure state machine. See gate.h. */
 #include "core/gate.h"
 
+#include "core/mem.h"
+
 #include <string.h>
 
 
@@ -77,6 +79,7 @@ void arbor_gate_remove(arbor_gate_fsm *c, arbor_gate g, arbor_phase p) {
 
 void arbor_gate_move(arbor_gate_fsm *c, arbor_gate g, arbor_phase from,
                       arbor_phase to) {
+  arbor_assert(c->count[g][from] > 0);
   c->count[g][from]--;
   c->count[g][to]++;
 }

@@ -1,8 +1,8 @@
 /* clock.c: the engine's time (virtual or real), its timers, its random
  * generator, and the engine running the calling code. */
 #include "engine/internal.h"
+#include "core/mem.h"
 
-#include <stdlib.h>
 
 /* The engine running the calling code, if any (set while draining). */
 arbor_engine *arbor__current;
@@ -39,5 +39,5 @@ void arbor__need_drain(arbor_engine *e) {
 
 void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
   t->kind = kind;
-  if (arbor_timers_arm(&e->timers, t, due) < 0) abort(); /* out of memory */
+  if (arbor_timers_arm(&e->timers, t, due) < 0) arbor_oom();
 }

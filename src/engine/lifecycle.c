@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/internal.h"
+#include "core/mem.h"
 
 static const char *const lc_names[] = {"main", "prestart", "poststart",
                                        "poststop"};
@@ -56,7 +57,11 @@ static void perform(arbor_engine *e, pnode *p, const arbor_co_action *a) {
     return;
   case ARBOR_CO_START:
   case ARBOR_CO_START_BOUNDED:
-    if (arbor_node_canceled(&c->n)) return;
+    /* one answer's starts are performed in turn: an earlier one may have
+       started this child already (its ordered group released it) */
+    if ((c->n.flags & (ARBOR_F_PENDING | ARBOR_F_RUNNING | ARBOR_F_CANCEL)) !=
+        ARBOR_F_PENDING)
+      return;
     arbor_engine_start(e, c);
     if (a->verb == ARBOR_CO_START_BOUNDED) arbor__lc_bound(e, c);
     return;
@@ -137,15 +142,13 @@ static arbor_phase phase_now(const arbor_node *n) {
   return ARBOR_PH_RETRYING;
 }
 
-static void oom(void) { abort(); }
-
 /* parent's coordinator, made at its first child that needs one: the plain
    children it has already (but `fresh`, being added) are counted as they
    are. */
 static arbor_coord *coord_for(pnode *parent, const pnode *fresh) {
   if (parent->coord) return parent->coord;
   arbor_coord *co = arbor_coord_new(0);
-  if (!co) oom();
+  if (!co) arbor_oom();
   parent->coord = co;
   if (arbor_node_canceled(&parent->n))
     arbor_coord_parent(co, ARBOR_CO_PARENT_STOPPING);
@@ -153,7 +156,7 @@ static arbor_coord *coord_for(pnode *parent, const pnode *fresh) {
     if ((const pnode *)n != fresh &&
         arbor_coord_add(co, n, ARBOR_GATE_MAIN, phase_now(n),
                         &((pnode *)n)->co_slot) < 0)
-      oom();
+      arbor_oom();
   /* counted as they are, the machine may leave init at the next add */
   if (parent->pflags & PN_STEPPED)
     arbor_coord_parent(co, ARBOR_CO_PARENT_STEPPED);
@@ -178,7 +181,7 @@ void arbor_lc_register(arbor_engine *e, pnode *child) {
   arbor_gate_state before = arbor_coord_state(co);
   if (arbor_coord_add(co, child, gate_of(child), phase_now(&child->n),
                       &child->co_slot) < 0)
-    oom();
+    arbor_oom();
   /* the first child after the first step leaves init at once; a child
      added while winding down is answered at the drain */
   if (before == ARBOR_CO_INIT && arbor_coord_state(co) != ARBOR_CO_INIT)

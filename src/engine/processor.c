@@ -7,6 +7,7 @@
  * decides a restart in O(depth), all before the next resume.
  */
 #include "engine/internal.h"
+#include "core/mem.h"
 
 #include <lauxlib.h>
 #include <math.h>
@@ -65,6 +66,7 @@ void arbor__unlink_ready(arbor_engine *e, pnode *pn) {
 
 void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
+  arbor_assert(!arbor_node_running(&pn->n));
   pnode *parent = (pnode *)pn->n.parent;
   if (parent && parent->coord && arbor__lc_hold_at_gate(e, pn))
     return; /* L7: gates control starting */
@@ -119,8 +121,7 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
     if (g->live == 0) exited++;
   }
   if (exited == 0) return;
-  arbor_node **todo = malloc(exited * sizeof *todo);
-  if (!todo) abort(); /* out of memory */
+  arbor_node **todo = arbor_xalloc(exited * sizeof *todo);
   size_t k = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n && k < exited; g = g->gnext)
     if (g->live == 0 && arbor__group_spreads(pn, (pnode *)g)) {
@@ -263,8 +264,7 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
 /* pn's stop record, made at its first stop. */
 static pnode_stop *stop_of(pnode *pn) {
   if (!pn->stop) {
-    pn->stop = calloc(1, sizeof *pn->stop);
-    if (!pn->stop) abort(); /* out of memory */
+    pn->stop = arbor_xcalloc(1, sizeof *pn->stop);
     pn->stop->owner = pn;
   }
   return pn->stop;
