@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc/exec.h"
 #include "core/gc.h"
 #include "engine/home.h"
 #include "engine/lifecycle.h"
@@ -24,6 +23,9 @@
 
 /* The engine running the calling code, if any (set while draining). */
 arbor_engine *arbor__current;
+
+/* The process layer's hooks (arbor_engine_set_procs), NULL until then. */
+static const arbor_engine_procs *proc_hooks;
 
 arbor_engine *arbor_engine_current(void) { return arbor__current; }
 
@@ -265,7 +267,10 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   dequeue(pn);
   close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
-  if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn, s);
+  if (pn->pflags & PN_PROCS) { /* set only once proc/ registered */
+    pn->pflags &= (uint16_t)~PN_PROCS;
+    proc_hooks->incarnation_end(pn, s);
+  }
   arbor_timers_disarm(&e->timers, &pn->wake);
   if (pn->stop) arbor_timers_disarm(&e->timers, &pn->stop->deadline);
   pn->wait = WAIT_NONE;
@@ -465,7 +470,7 @@ static void hook_detached(arbor_node *n, void *ud) {
   pnode *pn = (pnode *)n;
   lua_State *L = e->L;
   arbor__lc_detached(pn);
-  arbor_proc_node_discarded(pn);
+  if (proc_hooks) proc_hooks->node_discarded(pn);
   arbor_timers_disarm(&e->timers, &pn->wake);
   if (pn->stop) {
     arbor_timers_disarm(&e->timers, &pn->stop->deadline);
@@ -832,7 +837,7 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_str_unref(e->r_forced);
   if (e->loop) {
     /* the loop is the state's (home.c): close only the engine's handles */
-    arbor_exec_engine_free(e);
+    if (proc_hooks) proc_hooks->engine_free(e);
     int pending = 5;
     uv_handle_t *hs[] = {(uv_handle_t *)&e->timer, (uv_handle_t *)&e->check,
                          (uv_handle_t *)&e->idle, (uv_handle_t *)&e->sigint,
@@ -865,3 +870,46 @@ void arbor_engine_free(arbor_engine *e) {
   else
     e->zombie = 1; /* freed by hook_release with the last node */
 }
+
+/* ---- for the process layer (proc/) ---------------------------------- */
+
+void arbor_engine_set_procs(const arbor_engine_procs *procs) {
+  proc_hooks = procs;
+}
+
+const arbor_engine_procs *arbor_engine_get_procs(void) { return proc_hooks; }
+
+void arbor_engine_procs_started(pnode *pn) { pn->pflags |= PN_PROCS; }
+
+int arbor_engine_wake(arbor_engine *e, pnode *pn, uint32_t seq) {
+  if (!arbor_node_running(&pn->n) || pn->wait == WAIT_NONE ||
+      pn->wait_seq != seq)
+    return 0;
+  arbor_timers_disarm(&e->timers, &pn->wake);
+  pn->wait = WAIT_NONE;
+  arbor__enqueue(e, pn);
+  return 1;
+}
+
+int arbor_engine_log_now(arbor_engine *e, pnode *pn, arbor_str *line) {
+  if (e->zombie) return 0;
+  arbor__step_begin(e);
+  arbor_engine_log(e, pn ? pn : (pnode *)e->tree.root, line);
+  return 1;
+}
+
+int arbor_engine_closing(const arbor_engine *e) {
+  return e->zombie || e->closing;
+}
+
+void arbor_engine_count_kill(arbor_engine *e, pnode *pn, int pid) {
+  if (e->zombie || !e->stop_requested || e->closing) return;
+  if (!e->first_killed) {
+    char *dn = arbor_node_dn_dup(&pn->n);
+    e->first_killed = arbor_str_fmt("%s, pid %d", dn ? dn : "?", pid);
+    free(dn);
+  }
+  e->killed_in_stop++;
+}
+
+uv_loop_t *arbor_engine_loop(const arbor_engine *e) { return e->loop; }
