@@ -59,11 +59,11 @@ void arbor__proc_close_handle(arbor_proc *p, uv_handle_t *h) {
   if (h->data == p && !uv_is_closing(h)) uv_close(h, on_close);
 }
 
-/* 1 while the incarnation that started p runs, on a live engine. */
+/* 1 while p's owner is the incarnation that started p, on a live engine
+   (arbor_engine_wake checks that it runs and waits). */
 static int owner_live(const arbor_proc *p) {
   return p->e && p->pn && !(p->pn->n.flags & ARBOR_F_DETACHED) &&
-         p->pn->n.incarnation == p->incarnation &&
-         arbor_node_running(&p->pn->n);
+         p->pn->n.incarnation == p->incarnation;
 }
 
 void arbor__proc_wake(arbor_proc *p) {

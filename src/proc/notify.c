@@ -3,7 +3,6 @@
  * READY=1 in a datagram on the socket named by NOTIFY_SOCKET (STATUS=
  * lines go to the node's log). Each notification wakes the owner.
  */
-#define _GNU_SOURCE /* mkdtemp */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +20,7 @@ extern char **environ;
 static void (*pipe_ended)(arbor_proc *);
 
 /* NOTIFY_SOCKET=... or ARBOR_NOTIFY_FD=... */
-static int notify_var(const char *kv) {
+static inline int notify_var(const char *kv) {
   return (kv[0] == 'N' && strncmp(kv, "NOTIFY_SOCKET=", 14) == 0) ||
          (kv[0] == 'A' && strncmp(kv, "ARBOR_NOTIFY_FD=", 16) == 0);
 }

@@ -3,7 +3,6 @@
  * SIGCHLD, and forwards SIGHUP, SIGUSR1 and SIGUSR2 to the process groups
  * of its processes.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
