@@ -627,8 +627,8 @@ static void json_node(luaL_Buffer *b, pnode *pn, double now) {
   }
   luaL_addstring(b, arbor_lc_blocked(pn) ? ",\"blocked\":true" : ",\"blocked\":false");
   luaL_addstring(b, ",\"lifecycle\":\"");
-  luaL_addstring(b, arbor_lc_name(n->lc));
-  luaL_addstring(b, (n->lc & ARBOR_LC_SIDECAR) ? "\",\"sidecar\":true"
+  luaL_addstring(b, arbor_lc_name(pn->lc));
+  luaL_addstring(b, (pn->lc & ARBOR_LC_SIDECAR) ? "\",\"sidecar\":true"
                                                 : "\",\"sidecar\":false");
   const char *co = arbor_lc_state(pn);
   if (co) {

@@ -16,20 +16,6 @@
 
 /* ---- policies (P1-P3) ----------------------------------------------- */
 
-/* Calls the function on top of L with nargs under the time budget (the
-   watchdog interrupts it past e->budget seconds). A count hook would be
-   deterministic, but it makes every Lua instruction of every policy call
-   several times dearer, and policies run at every restart.
-   [-(nargs+1), +1, -]: pushes the result or the error message. */
-int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
-  arbor_watch saved;
-  arbor_watchdog_push(&saved, L, e->budget,
-                      "time budget exceeded: ran %d ms (limit %d ms)");
-  int st = lua_pcall(L, nargs, 1, 0);
-  arbor_watchdog_pop(&saved, L);
-  return st;
-}
-
 /* [-0, +1, m] pn's recent failure times, oldest first, as a new table. */
 static void push_failures(lua_State *L, pnode *pn) {
   lua_createtable(L, pn->nfail, 0);
@@ -259,9 +245,7 @@ static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
   arbor_str_set(&pn->error, why);
   arbor_str_set(&pn->trace, NULL);
   pn->n.flags |= ARBOR_F_DECLARED;
-  arbor__set_reason(e, arbor_str_ref(why));
-  arbor_tree_set_state(&pn->n, ARBOR_DEAD);
-  arbor__set_reason(e, NULL);
+  arbor__set_state(e, pn, ARBOR_DEAD, why);
   if (arbor_node_running(&pn->n)) pn->exited = arbor__step_time(e);
   arbor__spread_death(e, pn);
   if (pn->n.live == 0) arbor__after_exit(e, pn);
@@ -292,6 +276,7 @@ void arbor__decide(arbor_engine *e, pnode *pn) {
     return;
   }
   pn->n.flags |= ARBOR_F_HELD;
+  arbor__held(e, pn);
   arbor__group_release(e, pn); /* given up: no longer holds the next member */
   pnode *parent = (pnode *)pn->n.parent;
   if (!parent) {

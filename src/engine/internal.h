@@ -20,15 +20,25 @@ static inline void arbor__step_begin(arbor_engine *e) {
   if (!e->virtual_clock) e->step_now = arbor_engine_now(e);
 }
 
-/* processor.c */
+/* clock.c */
+void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
+/* The loop is not to block in poll: there is work for the drain. */
+void arbor__need_drain(arbor_engine *e);
+void arbor__keep_polling(arbor_engine *e);
+
+/* emit.c */
 void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                        arbor_state from, arbor_state to, arbor_str *reason,
                        double delay);
 void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                  arbor_state from, arbor_state to, arbor_str *reason);
+
+/* processor.c */
 void arbor__enqueue(arbor_engine *e, pnode *pn);
-void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
-void arbor__set_reason(arbor_engine *e, arbor_str *r);
+/* Takes pn out of the ready queue for good (it is discarded). */
+void arbor__unlink_ready(arbor_engine *e, pnode *pn);
+/* Ends pn's coroutine (its pending <close> variables run now). */
+void arbor__close_coroutine(arbor_engine *e, pnode *pn);
 void arbor__spread_death(arbor_engine *e, pnode *pn);
 void arbor__record_failure(arbor_engine *e, pnode *pn);
 void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
@@ -38,10 +48,24 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn);
 void arbor__drain(arbor_engine *e);
 pnode_stop *arbor__stop_of(pnode *pn);
 
+/* transition.c: the only code that changes a node's life. Each updates
+   the tree, emits the event (reason borrowed) and reports to the parent's
+   lifecycle coordinator. */
+void arbor__started(arbor_engine *e, pnode *pn, arbor_state from);
+void arbor__set_state(arbor_engine *e, pnode *pn, arbor_state to,
+                      arbor_str *reason);
+void arbor__exited(arbor_engine *e, pnode *pn, arbor_state s,
+                   arbor_str *reason);
+void arbor__held(arbor_engine *e, pnode *pn);
+void arbor__stepped(arbor_engine *e, pnode *pn);
+void arbor__cancel(arbor_engine *e, pnode *pn);
+void arbor__discarded(arbor_engine *e, pnode *pn);
+
 /* loop.c */
-void arbor__need_drain(arbor_engine *e);
 void arbor__force_close(arbor_engine *e, pnode *pn);
 void arbor__kill_all(arbor_engine *e);
+
+/* deliver.c */
 void arbor__deliver_events(arbor_engine *e);
 uint64_t arbor__subscribe(arbor_engine *e, int ref);
 void arbor__unsubscribe(arbor_engine *e, uint64_t id);

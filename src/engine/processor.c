@@ -16,51 +16,11 @@
 #include <string.h>
 
 #include "core/gc.h"
+#include "engine/ctx.h"
 #include "engine/home.h"
 #include "engine/lifecycle.h"
 #include "engine/watchdog.h"
 #include "core/window.h"
-
-/* The engine running the calling code, if any (set while draining). */
-arbor_engine *arbor__current;
-
-/* The process layer's hooks (arbor_engine_set_procs), NULL until then. */
-static const arbor_engine_procs *proc_hooks;
-
-arbor_engine *arbor_engine_current(void) { return arbor__current; }
-
-double arbor_engine_step_time(arbor_engine *e) { return arbor__step_time(e); }
-
-/* ---- events --------------------------------------------------------- */
-
-/* Records an event; with subscribers, a copy waits in the outbox for them,
-   so a step that emits more events than the ring holds loses none (up to
-   the outbox's capacity: loop.c counts the rest). */
-void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
-                       arbor_state from, arbor_state to, arbor_str *reason,
-                       double delay) {
-  uint64_t seq = arbor_ring_push(&e->ring, arbor__step_time(e), &pn->n, kind, from,
-                                 to, reason);
-  arbor_event *ev = (arbor_event *)arbor_ring_get(&e->ring, seq);
-  ev->delay = delay;
-  if (e->nsubs) arbor_ring_copy(&e->outbox, ev);
-}
-
-void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
-                 arbor_state from, arbor_state to, arbor_str *reason) {
-  arbor__emit_delay(e, pn, kind, from, to, reason, -1);
-}
-
-void arbor_engine_emit_state(arbor_engine *e, pnode *pn, arbor_state from,
-                             arbor_state to, arbor_str *reason) {
-  arbor__emit(e, pn, ARBOR_EV_STATE, from, to, reason);
-}
-
-void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
-                        arbor_str *reason) {
-  arbor__emit(e, pn, kind, (arbor_state)pn->n.state, (arbor_state)pn->n.state,
-       reason);
-}
 
 /* ---- ready queue and timers ----------------------------------------- */
 
@@ -83,7 +43,7 @@ void arbor__enqueue(arbor_engine *e, pnode *pn) {
 static void dequeue(pnode *pn) { pn->pflags &= (uint16_t)~PN_QUEUED; }
 
 /* Unlinks pn for good (it is being discarded): O(queue), and rare. */
-static void unlink_ready(arbor_engine *e, pnode *pn) {
+void arbor__unlink_ready(arbor_engine *e, pnode *pn) {
   if (!(pn->pflags & PN_INLIST)) return;
   pnode **p = &e->ready_head, *prev = NULL;
   while (*p && *p != pn) {
@@ -99,21 +59,14 @@ static void unlink_ready(arbor_engine *e, pnode *pn) {
   pn->pflags &= (uint16_t)~(PN_INLIST | PN_QUEUED);
 }
 
-void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
-  t->kind = kind;
-  if (arbor_timers_arm(&e->timers, t, due) < 0) abort(); /* out of memory */
-}
 
 /* ---- starting incarnations ------------------------------------------ */
 
-void arbor__set_reason(arbor_engine *e, arbor_str *r) {
-  arbor_str_unref(e->reason);
-  e->reason = r;
-}
-
 void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
-  if (arbor__lc_hold_at_gate(e, pn)) return; /* L7: gates control starting */
+  pnode *parent = (pnode *)pn->n.parent;
+  if (parent && parent->coord && arbor__lc_hold_at_gate(e, pn))
+    return; /* L7: gates control starting */
   arbor_state from = (arbor_state)pn->n.state;
   if (arbor__group_hold(e, pn)) return; /* waits for its predecessor */
   arbor_timers_disarm(&e->timers, &pn->wake);
@@ -121,9 +74,8 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
     pn->restarts++;
     e->restarts++;
   }
-  arbor_tree_start(&pn->n);
-  pn->pflags &= PN_INLIST;
-  arbor__lc_started(e, pn);
+  pn->pflags &= PN_INLIST | PN_LC_QUEUED | PN_LC_BUSY;
+  arbor__started(e, pn, from);
   pn->wait = WAIT_NONE;
   pn->resume = RESUME_VALUES;
   pn->shield = 0;
@@ -143,8 +95,6 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
   arbor_push_ctx(co, pn);
   pn->nargs = 1;
-  arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
-       pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   arbor__enqueue(e, pn);
   arbor__group_release(e, pn);
 }
@@ -154,7 +104,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
 /* T6: a node that died has its own context canceled (its subtree stops,
    children first) and so have the other members of its group. */
 void arbor__spread_death(arbor_engine *e, pnode *pn) {
-  arbor_tree_cancel(&pn->n);
+  arbor__cancel(e, pn);
   arbor__stop_advance(e, pn);
   /* First cancel every member; members that had already exited are then
      decided one by one. A decision can restructure the tree (an escalation
@@ -163,7 +113,7 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
   size_t exited = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
     if (!arbor__group_spreads(pn, (pnode *)g)) continue;
-    arbor_tree_cancel(g);
+    arbor__cancel(e, (pnode *)g);
     arbor__stop_advance(e, (pnode *)g);
     if (g->live == 0) exited++;
   }
@@ -236,7 +186,7 @@ static pnode_hist *hist(pnode *pn) {
 
 /* Ends the incarnation's coroutine: its pending <close> variables run now,
    before the node's defers, its policy and its next incarnation. */
-static void close_coroutine(arbor_engine *e, pnode *pn) {
+void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
   release_thread(e, pn, pn->co, pn->co_ref, !(pn->pflags & PN_NOPOOL));
   pn->pflags &= (uint16_t)~PN_NOPOOL;
@@ -265,11 +215,11 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
   int failed = s == ARBOR_DEAD && !declared;
   dequeue(pn);
-  close_coroutine(e, pn);
+  arbor__close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
   if (pn->pflags & PN_PROCS) { /* set only once proc/ registered */
     pn->pflags &= (uint16_t)~PN_PROCS;
-    proc_hooks->incarnation_end(pn, s);
+    arbor_engine_get_procs()->incarnation_end(pn, s);
   }
   arbor_timers_disarm(&e->timers, &pn->wake);
   if (pn->stop) arbor_timers_disarm(&e->timers, &pn->stop->deadline);
@@ -282,10 +232,9 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   } else if (s == ARBOR_CANCELED && reason && !declared) {
     arbor_str_set(&pn->error, reason);
   }
-  arbor__set_reason(e, reason);
   arbor_str_unref(trace);
-  arbor_tree_exit(&pn->n, s);
-  arbor__set_reason(e, NULL);
+  arbor__exited(e, pn, s, reason);
+  arbor_str_unref(reason);
   if (s == ARBOR_DEAD && !declared) arbor__spread_death(e, pn);
   if (s == ARBOR_DONE) arbor__significant_done(e, pn);
   arbor__group_release(e, pn); /* exited for good: the next member may start */
@@ -306,7 +255,8 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
   arbor_node_ref(a = &pn->n); /* a decision may discard pn */
   arbor_node *cand = arbor_gc_candidate(a);
   if (cand) arbor__decide(e, (pnode *)cand);
-  arbor__lc_exited(e, pn); /* maybe given up: its parent's gates */
+  if ((pn->lc & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP)
+    arbor__lc_poststop_ended(e, pn);
   arbor_node_unref(a);
 }
 
@@ -356,7 +306,8 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
       c = pn->stop && pn->stop->cursor ? &pn->stop->cursor->n : NULL;
     }
     while (c && c->live == 0) c = c->prev;
-    if (!c && arbor__lc_poststop_first(e, pn)) { /* L3: poststop runs first */
+    if (!c && pn->coord && arbor__lc_poststop_first(e, pn)) {
+      /* L3: poststop runs first */
       c = pn->n.last;
       while (c && c->live == 0) c = c->prev;
     }
@@ -377,7 +328,7 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
 }
 
 void arbor_engine_cancel(arbor_engine *e, pnode *pn) {
-  arbor_tree_cancel(&pn->n);
+  arbor__cancel(e, pn);
   arbor__stop_advance(e, pn);
   if (pn->n.live == 0) arbor__after_exit(e, pn);
 }
@@ -388,12 +339,10 @@ void arbor_engine_hold(arbor_engine *e, pnode *pn) {
     /* a delayed restart: it will not happen */
     arbor_timers_disarm(&e->timers, &pn->wake);
     pn->n.flags &= (uint8_t)~ARBOR_F_PENDING;
-    arbor__set_reason(e, arbor_str_lit("held"));
-    arbor_tree_set_state(&pn->n, ARBOR_CANCELED);
-    arbor__set_reason(e, NULL);
+    arbor__set_state(e, pn, ARBOR_CANCELED, e->r_held);
   }
   arbor_engine_cancel(e, pn);
-  arbor__lc_touch(e, pn);
+  arbor__held(e, pn);
 }
 
 void arbor_engine_stop(arbor_engine *e) {
@@ -447,143 +396,7 @@ int arbor_engine_fail(arbor_engine *e, pnode *pn) {
   return 0;
 }
 
-/* ---- tree hooks ----------------------------------------------------- */
-
-static void hook_state(arbor_node *n, arbor_state from, void *ud) {
-  arbor_engine *e = ud;
-  pnode *pn = (pnode *)n;
-  if (from == (arbor_state)n->state) return;
-  if (n->state == ARBOR_CANCELED && !arbor_node_running(n))
-    arbor_timers_disarm(&e->timers, &pn->wake); /* a pending start canceled */
-  arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, e->reason);
-  arbor__lc_touch(e, pn);
-}
-
-static void hook_canceled(arbor_node *n, void *ud) {
-  arbor__lc_canceled(ud, (pnode *)n);
-}
-
-/* A discarded node: its incarnation, Lua references and records go now;
-   the memory stays while events or ctx objects reference it. */
-static void hook_detached(arbor_node *n, void *ud) {
-  arbor_engine *e = ud;
-  pnode *pn = (pnode *)n;
-  lua_State *L = e->L;
-  arbor__lc_detached(pn);
-  if (proc_hooks) proc_hooks->node_discarded(pn);
-  arbor_timers_disarm(&e->timers, &pn->wake);
-  if (pn->stop) {
-    arbor_timers_disarm(&e->timers, &pn->stop->deadline);
-    free(pn->stop);
-    pn->stop = NULL;
-  }
-  unlink_ready(e, pn);
-  close_coroutine(e, pn);
-  arbor_engine_unref_fn(e, pn->fn_ref);
-  arbor_engine_unref_fn(e, pn->policy_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
-  pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
-  arbor_str_set(&pn->error, NULL);
-  arbor_str_set(&pn->trace, NULL);
-  if (pn->failures) {
-    luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
-    arbor_window_list_free(pn->failures->windows);
-  }
-  free(pn->failures);
-  pn->failures = NULL;
-  pn->nfail = 0;
-  if (pn->logs) {
-    for (unsigned i = 0; i < pn->logs->len; i++)
-      arbor_str_unref(pn->logs->line[(pn->logs->start + i) % ARBOR_LOG_LINES]);
-    free(pn->logs);
-    pn->logs = NULL;
-  }
-}
-
-/* The engine outlives its nodes: once closed, it is freed with the last
-   node that something (a ctx kept by Lua code) still referenced. */
-static void hook_release(arbor_node *n, void *ud) {
-  arbor_engine *e = ud;
-  if (e->dn_pn == (pnode *)n) e->dn_pn = NULL; /* its address may come back */
-  arbor__lc_free((pnode *)n);
-  if (e->zombie && e->tree.allocated == 0) free(e);
-}
-
-/* ---- shared references to runnables and policies -------------------- */
-
-/* Nodes often share one function (a million workers running one runnable):
-   they share one counted registry reference to it instead of a registry
-   slot each. e->shared_ref is a table: shared[fn] = ref, shared[ref] =
-   count. */
-int arbor_engine_ref_fn(arbor_engine *e, lua_State *L, int idx) {
-  idx = lua_absindex(L, idx);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, e->shared_ref);
-  int t = lua_gettop(L);
-  lua_pushvalue(L, idx);
-  int ref;
-  if (lua_rawget(L, t) == LUA_TNUMBER) {
-    ref = (int)lua_tointeger(L, -1);
-    lua_rawgeti(L, t, ref);
-    lua_Integer count = lua_tointeger(L, -1);
-    lua_pushinteger(L, count + 1);
-    lua_rawseti(L, t, ref);
-  } else {
-    lua_pushvalue(L, idx);
-    ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushvalue(L, idx);
-    lua_pushinteger(L, ref);
-    lua_rawset(L, t);
-    lua_pushinteger(L, 1);
-    lua_rawseti(L, t, ref);
-  }
-  lua_settop(L, t - 1);
-  return ref;
-}
-
-void arbor_engine_unref_fn(arbor_engine *e, int ref) {
-  if (ref == LUA_NOREF || ref == LUA_REFNIL) return;
-  lua_State *L = e->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, e->shared_ref);
-  lua_rawgeti(L, -1, ref);
-  lua_Integer count = lua_tointeger(L, -1) - 1;
-  lua_pop(L, 1);
-  if (count > 0) {
-    lua_pushinteger(L, count);
-    lua_rawseti(L, -2, ref);
-  } else {
-    lua_pushnil(L);
-    lua_rawseti(L, -2, ref);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    lua_pushnil(L);
-    lua_rawset(L, -3);
-    luaL_unref(L, LUA_REGISTRYINDEX, ref);
-  }
-  lua_pop(L, 1);
-}
-
 /* ---- nodes ---------------------------------------------------------- */
-
-static void pnode_init(pnode *pn) {
-  pn->co_ref = pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
-  pn->shutdown = 5.0;
-  pn->healthy_at = -1;
-}
-
-pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,
-                        size_t len, int *err) {
-  pnode *pn = (pnode *)arbor_tree_add(&parent->n, name, len, err);
-  if (pn) pnode_init(pn);
-  return pn;
-}
-
-void arbor_engine_start_root(arbor_engine *e, int fn_ref, int policy_ref,
-                             double shutdown) {
-  pnode *root = (pnode *)e->tree.root;
-  root->fn_ref = fn_ref;
-  root->policy_ref = policy_ref;
-  root->shutdown = shutdown;
-  arbor_engine_start(e, root);
-}
 
 const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
   arbor_node *n = &pn->n;
@@ -591,7 +404,7 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
     if (n->state != ARBOR_NEW) return "healthy";
     pn->consecutive = 0;
     pn->healthy_at = arbor__step_time(e);
-    arbor_tree_set_state(n, ARBOR_HEALTHY);
+    arbor__set_state(e, pn, ARBOR_HEALTHY, NULL);
     arbor__group_release(e, pn); /* an ordered successor may start */
     return NULL;
   }
@@ -599,7 +412,7 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
     if (n->state != ARBOR_HEALTHY) return "done";
     pn->consecutive = 0;
     pn->done = 1;
-    arbor_tree_set_state(n, ARBOR_DONE);
+    arbor__set_state(e, pn, ARBOR_DONE, NULL);
     return NULL;
   }
   return "unknown";
@@ -624,42 +437,14 @@ int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
   return 1;
 }
 
-void arbor_push_dn(lua_State *L, const arbor_node *n) {
-  char buf[256]; /* most DNs fit: formed once, no Lua buffer */
-  size_t len = arbor_node_dn(n, buf, sizeof buf);
-  if (len < sizeof buf) {
-    lua_pushlstring(L, buf, len);
-    return;
-  }
-  luaL_Buffer b;
-  arbor_node_dn(n, luaL_buffinitsize(L, &b, len + 1), len + 1);
-  luaL_pushresultsize(&b, len);
-}
-
-void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
-  if (!pn->logs) {
-    pn->logs = calloc(1, sizeof *pn->logs);
-    if (!pn->logs) return;
-  }
-  arbor_logs *lg = pn->logs;
-  unsigned idx = (lg->start + lg->len) % ARBOR_LOG_LINES;
-  if (lg->len == ARBOR_LOG_LINES) {
-    arbor_str_unref(lg->line[idx]);
-    lg->start = (lg->start + 1) % ARBOR_LOG_LINES;
-  } else {
-    lg->len++;
-  }
-  lg->line[idx] = arbor_str_ref(line);
-  lg->time[idx] = arbor__step_time(e);
-  if (e->log_ref != LUA_NOREF) {
-    lua_State *L = e->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, e->log_ref);
-    arbor__push_dn(e, L, pn);
-    lua_pushlstring(L, line->s, line->len);
-    lua_pushnumber(L, arbor__step_time(e));
-    arbor__budget_call(e, L, 3); /* user code: bounded like a policy */
-    lua_pop(L, 1);
-  }
+int arbor_engine_wake(arbor_engine *e, pnode *pn, uint32_t seq) {
+  if (!arbor_node_running(&pn->n) || pn->wait == WAIT_NONE ||
+      pn->wait_seq != seq)
+    return 0;
+  arbor_timers_disarm(&e->timers, &pn->wake);
+  pn->wait = WAIT_NONE;
+  arbor__enqueue(e, pn);
+  return 1;
 }
 
 static void resume_node(arbor_engine *e, pnode *pn) {
@@ -686,7 +471,7 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   int status = lua_resume(co, e->L, nargs, &nres);
   int runaway = arbor_watchdog_leave(co);
   e->current = prev;
-  if (!(pn->pflags & PN_STEPPED)) arbor__lc_stepped(e, pn);
+  if (!(pn->pflags & PN_STEPPED)) arbor__stepped(e, pn);
   if (runaway && status == LUA_YIELD) { /* the watchdog's hook yielded */
     lua_pop(co, nres);
     arbor_watchdog_push_error(co);
@@ -755,161 +540,3 @@ void arbor__drain(arbor_engine *e) {
   e->draining = 0;
   arbor__deliver_events(e);
 }
-
-/* ---- lifetime ------------------------------------------------------- */
-
-arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
-                               size_t ring_cap) {
-  arbor_engine *e = calloc(1, sizeof *e);
-  if (!e) return NULL;
-  arbor_hooks hooks = {hook_canceled, hook_state, hook_release, e, hook_detached};
-  if (arbor_tree_init(&e->tree, sizeof(pnode), &hooks) < 0 ||
-      arbor_ring_init(&e->ring, ring_cap, ARBOR_RING_BYTES) < 0) {
-    arbor_tree_close(&e->tree);
-    free(e);
-    return NULL;
-  }
-  pnode_init((pnode *)e->tree.root);
-  arbor_timers_init(&e->timers);
-  e->L = lua_newthread(L);
-  e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  e->default_policy_ref = e->log_ref = LUA_NOREF;
-  e->outbox_cap = ARBOR_OUTBOX_CAP;
-  e->dn_ref = LUA_NOREF;
-  lua_newtable(L);
-  e->shared_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  e->ctx_mt_ref = arbor_ctx_mt_ref(L, &e->ctx_mt);
-  e->policy_ev_ref = LUA_NOREF;
-  e->virtual_clock = virtual_clock;
-  e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
-  e->budget = 0.1;
-  e->r_start = arbor_str_lit("start");
-  e->r_restart = arbor_str_lit("restart");
-  e->r_stop = arbor_str_lit("stop");
-  e->r_escalate = arbor_str_lit("escalate");
-  e->r_forced = arbor_str_lit("forced");
-  e->settle_limit = 10000000;
-  e->runaway = 10.0;
-  e->t0 = uv_hrtime();
-  if (!virtual_clock) {
-    e->loop = arbor_home_loop(L); /* shared with luv and other engines */
-    uv_timer_init(e->loop, &e->timer);
-    uv_check_init(e->loop, &e->check);
-    uv_idle_init(e->loop, &e->idle);
-    uv_signal_init(e->loop, &e->sigint);
-    uv_signal_init(e->loop, &e->sigterm);
-    e->timer.data = e->check.data = e->idle.data = e;
-    e->sigint.data = e->sigterm.data = e;
-    uv_unref((uv_handle_t *)&e->sigint);
-    uv_unref((uv_handle_t *)&e->sigterm);
-  }
-  return e;
-}
-
-/* The engine's handles count down in `pending` as they close. */
-static void on_close(uv_handle_t *h) { (*(int *)h->data)--; }
-
-void arbor_engine_free(arbor_engine *e) {
-  lua_State *L = e->L;
-  arbor__kill_all(e);
-  arbor__lc_clear(e);
-  /* empty the ready queue in one pass, so discarding stays linear */
-  for (pnode *pn = e->ready_head, *next; pn; pn = next) {
-    next = pn->ready_next;
-    pn->ready_next = NULL;
-    pn->pflags &= (uint16_t)~(PN_QUEUED | PN_INLIST);
-  }
-  e->ready_head = e->ready_tail = NULL;
-  e->ready_len = 0;
-  arbor_tree_close(&e->tree);
-  arbor_watchdog_idle(); /* closing ran <close> variables and defers */
-  arbor_ring_close(&e->ring);
-  if (e->outbox.ev) arbor_ring_close(&e->outbox);
-  arbor_timers_close(&e->timers);
-  arbor_str_unref(e->gave_up_reason);
-  arbor_str_unref(e->first_forced);
-  arbor_str_unref(e->first_killed);
-  arbor_str_unref(e->reason);
-  arbor_str_unref(e->r_start);
-  arbor_str_unref(e->r_restart);
-  arbor_str_unref(e->r_stop);
-  arbor_str_unref(e->r_escalate);
-  arbor_str_unref(e->r_forced);
-  if (e->loop) {
-    /* the loop is the state's (home.c): close only the engine's handles */
-    if (proc_hooks) proc_hooks->engine_free(e);
-    int pending = 5;
-    uv_handle_t *hs[] = {(uv_handle_t *)&e->timer, (uv_handle_t *)&e->check,
-                         (uv_handle_t *)&e->idle, (uv_handle_t *)&e->sigint,
-                         (uv_handle_t *)&e->sigterm};
-    for (int i = 0; i < 5; i++) {
-      hs[i]->data = &pending;
-      uv_close(hs[i], on_close);
-    }
-    while (pending > 0) uv_run(e->loop, UV_RUN_NOWAIT);
-  }
-  for (size_t i = 0; i < e->npool; i++)
-    luaL_unref(L, LUA_REGISTRYINDEX, e->pool[i].ref);
-  e->npool = 0;
-  luaL_unref(L, LUA_REGISTRYINDEX, e->default_policy_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->shared_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->ctx_mt_ref);
-  if (e->policy_ev_ref != LUA_NOREF) { /* its __index points here */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
-    lua_pushnil(L);
-    lua_setmetatable(L, -2);
-    lua_pop(L, 1);
-  }
-  luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
-  arbor__subscribers_free(e);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->dn_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);
-  if (e->tree.allocated == 0)
-    free(e);
-  else
-    e->zombie = 1; /* freed by hook_release with the last node */
-}
-
-/* ---- for the process layer (proc/) ---------------------------------- */
-
-void arbor_engine_set_procs(const arbor_engine_procs *procs) {
-  proc_hooks = procs;
-}
-
-const arbor_engine_procs *arbor_engine_get_procs(void) { return proc_hooks; }
-
-void arbor_engine_procs_started(pnode *pn) { pn->pflags |= PN_PROCS; }
-
-int arbor_engine_wake(arbor_engine *e, pnode *pn, uint32_t seq) {
-  if (!arbor_node_running(&pn->n) || pn->wait == WAIT_NONE ||
-      pn->wait_seq != seq)
-    return 0;
-  arbor_timers_disarm(&e->timers, &pn->wake);
-  pn->wait = WAIT_NONE;
-  arbor__enqueue(e, pn);
-  return 1;
-}
-
-int arbor_engine_log_now(arbor_engine *e, pnode *pn, arbor_str *line) {
-  if (e->zombie) return 0;
-  arbor__step_begin(e);
-  arbor_engine_log(e, pn ? pn : (pnode *)e->tree.root, line);
-  return 1;
-}
-
-int arbor_engine_closing(const arbor_engine *e) {
-  return e->zombie || e->closing;
-}
-
-void arbor_engine_count_kill(arbor_engine *e, pnode *pn, int pid) {
-  if (e->zombie || !e->stop_requested || e->closing) return;
-  if (!e->first_killed) {
-    char *dn = arbor_node_dn_dup(&pn->n);
-    e->first_killed = arbor_str_fmt("%s, pid %d", dn ? dn : "?", pid);
-    free(dn);
-  }
-  e->killed_in_stop++;
-}
-
-uv_loop_t *arbor_engine_loop(const arbor_engine *e) { return e->loop; }

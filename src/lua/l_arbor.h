@@ -4,9 +4,9 @@
 
 #include <lua.h>
 
+#include "engine/ctx.h"
 #include "engine/processor.h"
 
-#define ARBOR_CTX_MT "arbor.Context"
 #define ARBOR_ENGINE_MT "arbor.Engine"
 
 typedef struct arbor_child_opts {
@@ -38,7 +38,6 @@ const char *arbor_push_cut(lua_State *L, const char *s, size_t len);
 /* Raises "<pn's DN>: <message>" at the caller's position, as luaL_error
    does (fmt as lua_pushfstring's); the DN is formed only on this path. */
 int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...);
-pnode *arbor_check_ctx(lua_State *L, int idx);
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
 

@@ -334,8 +334,8 @@ static int push_field(lua_State *L, arbor_engine *e, pnode *pn, int f) {
     lua_pushlstring(L, pn->error->s, pn->error->len);
     return 1;
   case F_BLOCKED: lua_pushboolean(L, arbor_lc_blocked(pn)); return 1;
-  case F_LIFECYCLE: s = arbor_lc_name(n->lc); break;
-  case F_SIDECAR: lua_pushboolean(L, (n->lc & ARBOR_LC_SIDECAR) != 0); return 1;
+  case F_LIFECYCLE: s = arbor_lc_name(pn->lc); break;
+  case F_SIDECAR: lua_pushboolean(L, (pn->lc & ARBOR_LC_SIDECAR) != 0); return 1;
   case F_COORDINATOR: s = arbor_lc_state(pn); break;
   case F_GATED:
     if (!arbor_lc_state(pn)) return 0;
@@ -350,7 +350,7 @@ static int push_field(lua_State *L, arbor_engine *e, pnode *pn, int f) {
     if (!pn->trace) return 0;
     lua_pushlstring(L, pn->trace->s, pn->trace->len);
     return 1;
-  case F_RETIRED: lua_pushboolean(L, (n->lc & ARBOR_LC_RETIRED) != 0); return 1;
+  case F_RETIRED: lua_pushboolean(L, (n->flags & ARBOR_F_RETIRED) != 0); return 1;
   case F_RUNNING: lua_pushboolean(L, running); return 1;
   case F_CANCELED: lua_pushboolean(L, arbor_node_canceled(n)); return 1;
   case F_HELD: lua_pushboolean(L, (n->flags & ARBOR_F_HELD) != 0); return 1;
@@ -531,9 +531,9 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
     lua_pushstring(L, arbor_state_name((arbor_state)ev->to));
     lua_setfield(L, -2, "to");
   } else if (ev->kind == ARBOR_EV_COORDINATOR) {
-    lua_pushstring(L, arbor_coord_state_name((arbor_coord_state)ev->from));
+    lua_pushstring(L, arbor_gate_state_name((arbor_gate_state)ev->from));
     lua_setfield(L, -2, "from");
-    lua_pushstring(L, arbor_coord_state_name((arbor_coord_state)ev->to));
+    lua_pushstring(L, arbor_gate_state_name((arbor_gate_state)ev->to));
     lua_setfield(L, -2, "to");
   }
   if (ev->reason) {

@@ -1,0 +1,178 @@
+/* transition.c: the one funnel for every change in a node's life.
+ *
+ * Each function updates the tree, emits the event (its reason is an
+ * argument) and reports to the parent's lifecycle coordinator, when the
+ * parent has one (lifecycle.c). Nothing else in the engine sets a node's
+ * state, starts or ends an incarnation, or cancels a context.
+ */
+#include "engine/internal.h"
+#include "engine/lifecycle.h"
+
+/* ---- reports to the parent's coordinator ---------------------------- */
+
+/* The coordinator pn reports to, or NULL. */
+arbor_coord *arbor__lc_parent_coord(const pnode *pn) {
+  const pnode *p = (const pnode *)pn->n.parent;
+  return p && !(pn->n.flags & ARBOR_F_DETACHED) ? p->coord : NULL;
+}
+
+void arbor__lc_queue(arbor_engine *e, pnode *p) {
+  if (p->pflags & PN_LC_QUEUED) return;
+  p->pflags |= PN_LC_QUEUED;
+  p->lc_next = NULL;
+  arbor_node_ref(&p->n);
+  if (e->lc_tail)
+    e->lc_tail->lc_next = p;
+  else
+    e->lc_head = p;
+  e->lc_tail = p;
+  arbor__need_drain(e);
+}
+
+void arbor__lc_report(arbor_engine *e, pnode *child, arbor_co_child_event ev) {
+  arbor_coord *co = arbor__lc_parent_coord(child);
+  if (!co) return;
+  e->lc_changes++;
+  if (arbor_coord_child(co, child->co_slot, ev) & ARBOR_CO_FINISHED)
+    child->n.flags |= ARBOR_F_RETIRED; /* L5 */
+  if (arbor_coord_dirty(co)) arbor__lc_queue(e, (pnode *)child->n.parent);
+}
+
+void arbor__lc_parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev) {
+  if (!pn->coord) return;
+  arbor_coord_parent(pn->coord, ev);
+  if (arbor_coord_dirty(pn->coord)) arbor__lc_queue(e, pn);
+}
+
+void arbor__lc_restarted(arbor_engine *e, pnode *pn) {
+  arbor_coord *co = pn->coord;
+  if (!co) return;
+  arbor_gate_state s = arbor_coord_state(co);
+  if (s != ARBOR_CO_INIT) {
+    static arbor_str r = ARBOR_STR_STATIC("parent restarted: from init again");
+    arbor__emit(e, pn, ARBOR_EV_COORDINATOR, (arbor_state)s,
+                (arbor_state)ARBOR_CO_INIT, &r);
+  }
+  arbor_coord_free(co);
+  pn->coord = NULL;
+}
+
+int arbor__lc_exempt(const arbor_node *n, void *ud) {
+  (void)ud;
+  const pnode *pn = (const pnode *)n;
+  arbor_coord *co = arbor__lc_parent_coord(pn);
+  return co && arbor_coord_exempt(co, pn->co_slot);
+}
+
+/* pn's first step ended: its children may start. */
+void arbor__lc_stepped(arbor_engine *e, pnode *pn) {
+  if (pn->coord)
+    arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STEPPED);
+  else if (pn->n.first)
+    arbor__lc_queue(e, pn);
+}
+
+void arbor__lc_free(pnode *pn) {
+  arbor_coord_free(pn->coord);
+  pn->coord = NULL;
+}
+
+/* ---- the funnel ----------------------------------------------------- */
+
+/* How the parent's coordinator sees a running node whose state is s. */
+static arbor_co_child_event running_event(arbor_state s) {
+  return s == ARBOR_NEW    ? ARBOR_CO_STARTED
+         : s == ARBOR_DONE ? ARBOR_CO_SIGNALED_DONE
+                           : ARBOR_CO_READY;
+}
+
+/* How it sees a node that does not run (exited, or its start will not
+   come): exited for good, DONE, or to be restarted. */
+static arbor_co_child_event exit_event(const arbor_node *n) {
+  if (n->incarnation == 0) return ARBOR_CO_EXIT_FAILED; /* canceled first */
+  int done = n->state == ARBOR_DONE;
+  if (done && !arbor_node_canceled(n)) return ARBOR_CO_EXIT_DONE;
+  /* no restart: retired, held (its policy gave up), or under a canceled
+     parent (T8) */
+  if ((n->flags & (ARBOR_F_RETIRED | ARBOR_F_HELD)) ||
+      arbor_node_canceled(n->parent))
+    return done ? ARBOR_CO_EXIT_DONE : ARBOR_CO_EXIT_FAILED;
+  return ARBOR_CO_EXIT_RETRY;
+}
+
+/* 1 when pn's parent has a coordinator to report to. */
+static int coordinated(const pnode *pn) {
+  const pnode *p = (const pnode *)pn->n.parent;
+  return p && p->coord;
+}
+
+/* After a change of pn's state or flags. */
+static void report(arbor_engine *e, pnode *pn) {
+  arbor_node *n = &pn->n;
+  if (coordinated(pn))
+    arbor__lc_report(e, pn, arbor_node_running(n)
+                                ? running_event((arbor_state)n->state)
+                                : exit_event(n));
+  if (pn->coord && arbor_node_canceled(n))
+    arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+}
+
+void arbor__started(arbor_engine *e, pnode *pn, arbor_state from) {
+  arbor_tree_start(&pn->n);
+  if (pn->coord) arbor__lc_restarted(e, pn);
+  arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
+              pn->n.incarnation > 1 ? e->r_restart : e->r_start);
+  if (coordinated(pn)) arbor__lc_report(e, pn, ARBOR_CO_STARTED);
+}
+
+void arbor__set_state(arbor_engine *e, pnode *pn, arbor_state to,
+                      arbor_str *reason) {
+  arbor_state from = arbor_tree_set_state(&pn->n, to);
+  if (from == to) return;
+  if (to == ARBOR_CANCELED && !arbor_node_running(&pn->n))
+    arbor_timers_disarm(&e->timers, &pn->wake); /* a pending start canceled */
+  arbor__emit(e, pn, ARBOR_EV_STATE, from, to, reason);
+  /* a start held at its closed gate reports itself (lifecycle.c) */
+  if (arbor_node_running(&pn->n) || pn->n.incarnation > 0 ||
+      to != ARBOR_NEW)
+    report(e, pn);
+}
+
+void arbor__exited(arbor_engine *e, pnode *pn, arbor_state s,
+                   arbor_str *reason) {
+  arbor_state from = arbor_tree_exit(&pn->n, s);
+  if (from != (arbor_state)pn->n.state)
+    arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)pn->n.state, reason);
+  report(e, pn);
+}
+
+void arbor__held(arbor_engine *e, pnode *pn) {
+  if (!arbor_node_running(&pn->n)) report(e, pn);
+}
+
+void arbor__stepped(arbor_engine *e, pnode *pn) {
+  pn->pflags |= PN_STEPPED;
+  arbor__lc_stepped(e, pn);
+}
+
+/* The tree tells of each context it cancels. */
+static void canceled(arbor_node *n, arbor_state from, void *ud) {
+  arbor_engine *e = ud;
+  pnode *pn = (pnode *)n;
+  if (from != (arbor_state)n->state) { /* a pending start dropped */
+    if (!arbor_node_running(n)) arbor_timers_disarm(&e->timers, &pn->wake);
+    arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, NULL);
+    if (coordinated(pn)) arbor__lc_report(e, pn, exit_event(n));
+  }
+  if (pn->coord) arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+}
+
+void arbor__cancel(arbor_engine *e, pnode *pn) {
+  arbor_tree_cancel(&pn->n, arbor__lc_exempt, canceled, e);
+}
+
+void arbor__discarded(arbor_engine *e, pnode *pn) {
+  pnode *p = (pnode *)pn->n.parent;
+  if (p && p->coord) arbor_coord_child(p->coord, pn->co_slot, ARBOR_CO_DISCARDED);
+  arbor__lc_free(pn);
+}
