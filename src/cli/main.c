@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proc/exec.h"
+#include "proc/proc.h"
 #include "engine/home.h"
 #include "lua/l_arbor.h"
 #include "proc/spawn.h"
@@ -255,7 +255,7 @@ int main(int argc, char **argv) {
   }
   luaL_openlibs(L);
   set_paths(L);
-  if (init && arbor_exec_init_mode(arbor_home_loop(L)) < 0)
+  if (init && arbor_reaper_start(arbor_home_loop(L)) < 0)
     fputs("arbor: --init: cannot become a subreaper\n", stderr);
   int status =
       run_script(L, argv[i], quiet, control, argc - i - 1, argv + i + 1);

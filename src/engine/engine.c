@@ -13,7 +13,6 @@
 #include "engine/lifecycle.h"
 #include "engine/watchdog.h"
 #include "core/window.h"
-#include "proc/exec.h"
 
 /* ---- tree hooks ----------------------------------------------------- */
 
@@ -24,7 +23,8 @@ static void hook_detached(arbor_node *n, void *ud) {
   pnode *pn = (pnode *)n;
   lua_State *L = e->L;
   arbor__discarded(e, pn);
-  arbor_proc_node_discarded(pn);
+  const arbor_engine_procs *procs = arbor_engine_get_procs();
+  if (procs) procs->node_discarded(pn);
   arbor_timers_disarm(&e->timers, &pn->wake);
   if (pn->stop) {
     arbor_timers_disarm(&e->timers, &pn->stop->deadline);
@@ -224,7 +224,8 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_str_unref(e->first_killed);
   if (e->loop) {
     /* the loop is the state's (home.c): close only the engine's handles */
-    arbor_exec_engine_free(e);
+    const arbor_engine_procs *procs = arbor_engine_get_procs();
+    if (procs) procs->engine_free(e);
     int pending = 5;
     uv_handle_t *hs[] = {(uv_handle_t *)&e->timer, (uv_handle_t *)&e->check,
                          (uv_handle_t *)&e->idle, (uv_handle_t *)&e->sigint,

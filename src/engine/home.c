@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "proc/exec.h"
 #include "engine/internal.h"
 #include "engine/watchdog.h"
 
@@ -29,11 +28,13 @@ static void close_walk(uv_handle_t *h, void *arg) {
   if (!uv_is_closing(h)) uv_close(h, close_cb);
 }
 
-/* Closes the loop at lua_close: processes still running are killed, handles
-   left open (by luv code) are closed, then uv_loop_close. */
+/* Closes the loop at lua_close: processes still running are killed (by
+   proc/, through its hooks), handles left open (by luv code) are closed,
+   then uv_loop_close. */
 static int home_gc(lua_State *L) {
   home *h = lua_touserdata(L, 1);
-  arbor_exec_shutdown(&h->loop);
+  const arbor_engine_procs *procs = arbor_engine_get_procs();
+  if (procs) procs->loop_close(&h->loop);
   if (!h->owned) return 0;
   uv_walk(&h->loop, close_walk, NULL);
   uv_run(&h->loop, UV_RUN_DEFAULT);

@@ -32,3 +32,9 @@ void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
   }
 }
 
+int arbor_engine_log_now(arbor_engine *e, pnode *pn, arbor_str *line) {
+  if (e->zombie) return 0;
+  arbor__step_begin(e);
+  arbor_engine_log(e, pn ? pn : (pnode *)e->tree.root, line);
+  return 1;
+}

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc/exec.h"
 #include "core/gc.h"
 #include "engine/ctx.h"
 #include "engine/home.h"
@@ -219,7 +218,10 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   dequeue(pn);
   arbor__close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
-  if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn, s);
+  if (pn->pflags & PN_PROCS) { /* set only once proc/ registered */
+    pn->pflags &= (uint16_t)~PN_PROCS;
+    arbor_engine_get_procs()->incarnation_end(pn, s);
+  }
   arbor_timers_disarm(&e->timers, &pn->wake);
   if (pn->stop) arbor_timers_disarm(&e->timers, &pn->stop->deadline);
   pn->wait = WAIT_NONE;
@@ -430,6 +432,16 @@ int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
     return 0;
   lua_xmove(L, pn->co, nvals);
   pn->nargs = (uint8_t)nvals;
+  pn->wait = WAIT_NONE;
+  arbor__enqueue(e, pn);
+  return 1;
+}
+
+int arbor_engine_wake(arbor_engine *e, pnode *pn, uint32_t seq) {
+  if (!arbor_node_running(&pn->n) || pn->wait == WAIT_NONE ||
+      pn->wait_seq != seq)
+    return 0;
+  arbor_timers_disarm(&e->timers, &pn->wake);
   pn->wait = WAIT_NONE;
   arbor__enqueue(e, pn);
   return 1;

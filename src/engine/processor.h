@@ -40,7 +40,7 @@ enum {
   PN_STEPPED = 1u << 6,  /* the incarnation's first step ended */
   PN_RETURNED = 1u << 7, /* the last incarnation returned without done */
   PN_AUTODONE = 1u << 8, /* ending DONE by auto_shutdown (strategy.c) */
-  PN_PROCS = 1u << 9,    /* the incarnation started processes (exec.c) */
+  PN_PROCS = 1u << 9,    /* the incarnation started processes (proc/) */
   PN_NOPOOL = 1u << 10,  /* its thread may have hooks disabled (it died of
                             the watchdog's error): not reused */
   PN_LC_QUEUED = 1u << 11, /* its coordinator waits to be answered
@@ -183,7 +183,7 @@ struct arbor_engine {
   unsigned forced_in_stop; /* forced closes while the tree stopped */
   arbor_str *first_forced;  /* the DN of the first of them */
   unsigned killed_in_stop;  /* processes SIGKILLed while the tree stopped */
-  arbor_str *first_killed;  /* "DN, pid N" of the first of them (exec.c) */
+  arbor_str *first_killed;  /* "DN, pid N" of the first of them */
   arbor_str *gave_up_reason;
   /* reasons of fixed text (static strings) */
   arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced, *r_held,
@@ -304,5 +304,42 @@ void arbor_push_canceled(lua_State *L);
 /* 1 when the value at idx is the cancellation error. */
 int arbor_is_canceled(lua_State *L, int idx);
 
+/* ---- the process layer (proc/) --------------------------------------
+   proc/ is above the engine: it calls what follows, and the engine reaches
+   it only through the hooks proc/ registers (it never names proc/). */
+
+/* What the engine tells the process layer. */
+typedef struct arbor_engine_procs {
+  /* pn's incarnation ended in state s; it had started processes */
+  void (*incarnation_end)(pnode *pn, arbor_state s);
+  /* pn was discarded */
+  void (*node_discarded)(pnode *pn);
+  /* e is being freed: what is left of its processes goes (its loop runs) */
+  void (*engine_free)(arbor_engine *e);
+  /* the state's libuv loop closes (home.c) */
+  void (*loop_close)(uv_loop_t *loop);
+} arbor_engine_procs;
+
+/* Registers the hooks (in static storage) for every engine: proc/ does at
+   its first process. */
+void arbor_engine_set_procs(const arbor_engine_procs *procs);
+/* The registered hooks, or NULL while no process was ever started. */
+const arbor_engine_procs *arbor_engine_get_procs(void);
+/* pn's incarnation started a process: its end goes to incarnation_end. */
+void arbor_engine_procs_started(pnode *pn);
+/* Wakes pn (its next resume looks at what happened) when it still waits
+   on seq, its wait_seq when it parked (arbor_engine_park); 1 when woken. */
+int arbor_engine_wake(arbor_engine *e, pnode *pn, uint32_t seq);
+/* Logs line on pn (NULL: the root) from a libuv callback, outside the
+   engine's steps: the step's clock is read first. 0 (not logged) once e
+   is freed. */
+int arbor_engine_log_now(arbor_engine *e, pnode *pn, arbor_str *line);
+/* 1 once e is tearing down (no more restarts) or freed. */
+int arbor_engine_closing(const arbor_engine *e);
+/* A process of pn (pid) needed SIGKILL: while the tree is being stopped
+   (T12) e counts it and names the first (not a clean stop). */
+void arbor_engine_count_kill(arbor_engine *e, pnode *pn, int pid);
+/* The engine's libuv loop, or NULL under the virtual clock. */
+uv_loop_t *arbor_engine_loop(const arbor_engine *e);
 
 #endif

@@ -14,10 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proc/exec.h"
 #include "engine/home.h"
-#include "engine/internal.h"
 #include "lua/l_arbor.h"
+#include "proc/proc.h"
 #include "proc/spawn.h"
 
 #define PROC_MT "arbor.Process"
@@ -63,7 +62,7 @@ static int opt_int(lua_State *L, int idx, int *set) {
 static int l_spawn(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   arbor_engine *e = pn_engine(pn);
-  if (!e->loop)
+  if (!arbor_engine_loop(e))
     return luaL_error(L,
                       "ctx:exec: processes need a real-clock engine "
                       "(arbor.run); the virtual harness has no process I/O");
@@ -209,7 +208,7 @@ static int l_signum(lua_State *L) {
 /* core.init_mode() -> true | nil, message: --init (subreaper, reaping,
    signal forwarding) on the state's loop. */
 static int l_init_mode(lua_State *L) {
-  int rc = arbor_exec_init_mode(arbor_home_loop(L));
+  int rc = arbor_reaper_start(arbor_home_loop(L));
   if (rc < 0) {
     lua_pushnil(L);
     lua_pushfstring(L, "cannot become a subreaper: %s", strerror(-rc));
@@ -225,35 +224,32 @@ enum { PW_EXIT, PW_EVENT, PW_STOP };
 
 /* The owner's coroutine, or raises. */
 static pnode *check_owner(lua_State *L, arbor_proc *p, const char *what) {
-  if (!p->e || !p->pn || p->pn->co != L ||
-      p->pn->n.incarnation != p->incarnation)
+  pnode *pn = arbor_proc_owner(p);
+  if (!pn || pn->co != L)
     luaL_error(L, "proc:%s(): only from the incarnation that started the "
                   "process, in its own coroutine", what);
   if (!lua_isyieldable(L))
     luaL_error(L, "proc:%s(): blocking call across a C boundary", what);
-  return p->pn;
-}
-
-/* A process finished: the group gone and its output read. */
-static int finished(arbor_proc *p) {
-  return p->gone && uv_is_closing((uv_handle_t *)&p->timer);
+  return pn;
 }
 
 /* Pushes how p ended: code, signal name, description. [-0, +3, m] */
 static int push_status(lua_State *L, arbor_proc *p) {
-  if (p->term_signal) {
-    const char *name = arbor_signal_name(p->term_signal);
+  int64_t status;
+  int sig = arbor_proc_status(p, &status);
+  if (sig) {
+    const char *name = arbor_signal_name(sig);
     lua_pushnil(L);
     if (name)
       lua_pushstring(L, name);
     else
-      lua_pushinteger(L, p->term_signal);
-    lua_pushfstring(L, "killed by signal %d%s%s%s", p->term_signal,
-                    name ? " (" : "", name ? name : "", name ? ")" : "");
+      lua_pushinteger(L, sig);
+    lua_pushfstring(L, "killed by signal %d%s%s%s", sig, name ? " (" : "",
+                    name ? name : "", name ? ")" : "");
   } else {
-    lua_pushinteger(L, (lua_Integer)p->status);
+    lua_pushinteger(L, (lua_Integer)status);
     lua_pushnil(L);
-    lua_pushfstring(L, "exited with status %d", (int)p->status);
+    lua_pushfstring(L, "exited with status %d", (int)status);
   }
   return 3;
 }
@@ -266,8 +262,8 @@ static int k_proc(lua_State *L, int status, lua_KContext ctx) {
   (void)status;
   int mode = (int)(ctx & 3), canceled = (int)(ctx >> 2);
   arbor_proc *p = check_proc(L, 1);
-  pnode *pn = p->pn;
-  p->waiting = 0;
+  pnode *pn = arbor_proc_owner(p);
+  arbor_proc_woken(p);
   int r = pn->resume;
   pn->resume = RESUME_VALUES;
   if (r == RESUME_FAIL) {
@@ -281,7 +277,7 @@ static int k_proc(lua_State *L, int status, lua_KContext ctx) {
     canceled = 1;
   }
   if (canceled || mode == PW_STOP) {
-    if (!finished(p)) return park(L, p, mode | (canceled << 2), -1);
+    if (!arbor_proc_finished(p)) return park(L, p, mode | (canceled << 2), -1);
     if (canceled && mode != PW_STOP) {
       arbor_push_canceled(L);
       return lua_error(L);
@@ -289,7 +285,7 @@ static int k_proc(lua_State *L, int status, lua_KContext ctx) {
     return push_status(L, p);
   }
   if (mode == PW_EXIT) {
-    if (!finished(p)) return park(L, p, mode, -1);
+    if (!arbor_proc_finished(p)) return park(L, p, mode, -1);
     return push_status(L, p);
   }
   /* PW_EVENT: a line, a readiness notification, the end, or a timeout */
@@ -300,12 +296,11 @@ static int k_proc(lua_State *L, int status, lua_KContext ctx) {
     arbor_str_unref(line);
     return 2;
   }
-  if (p->ready) {
-    p->ready--;
+  if (arbor_proc_take_ready(p)) {
     lua_pushliteral(L, "ready");
     return 1;
   }
-  if (finished(p)) {
+  if (arbor_proc_finished(p)) {
     lua_pushliteral(L, "exit");
     return 1;
   }
@@ -314,12 +309,11 @@ static int k_proc(lua_State *L, int status, lua_KContext ctx) {
 
 /* Parks the owner on p (timeout < 0: none) and yields to k_proc. */
 static int park(lua_State *L, arbor_proc *p, int mode, double timeout) {
-  pnode *pn = p->pn;
-  arbor_engine *e = p->e;
+  pnode *pn = arbor_proc_owner(p);
   lua_settop(L, 1);
-  arbor_engine_park(e, pn, timeout >= 0 ? WAIT_SLEEP : WAIT_PARK,
+  arbor_engine_park(pn_engine(pn), pn, timeout >= 0 ? WAIT_SLEEP : WAIT_PARK,
                     timeout >= 0 ? timeout : 0);
-  arbor_proc_wait(p);
+  arbor_proc_wait(p, pn->wait_seq);
   return lua_yieldk(L, 0, (lua_KContext)mode, k_proc);
 }
 
@@ -331,12 +325,12 @@ static int block(lua_State *L, arbor_proc *p, int mode, double timeout,
   if ((pn->pflags & PN_NOTIFIED) && pn->shield == 0 && mode != PW_STOP) {
     /* already canceled: stop first, then raise */
     arbor_proc_stop(p);
-    if (!finished(p)) return park(L, p, mode | (1 << 2), -1);
+    if (!arbor_proc_finished(p)) return park(L, p, mode | (1 << 2), -1);
     arbor_push_canceled(L);
     return lua_error(L);
   }
-  int ready = finished(p) ||
-              (mode == PW_EVENT && (p->qlen || p->ready || timeout == 0));
+  int ready = arbor_proc_finished(p) ||
+              (mode == PW_EVENT && (arbor_proc_pending(p) || timeout == 0));
   if (ready) return k_proc(L, LUA_OK, (lua_KContext)mode);
   return park(L, p, mode, timeout);
 }
@@ -365,17 +359,14 @@ static int proc_next(lua_State *L) {
 
 /* proc:_watch(on): queue stdout lines for _next (readiness by output). */
 static int proc_watch(lua_State *L) {
-  arbor_proc *p = check_proc(L, 1);
-  p->watch = lua_toboolean(L, 2);
-  if (!p->watch)
-    while (p->qlen) arbor_str_unref(arbor_proc_pop_line(p));
+  arbor_proc_watch(check_proc(L, 1), lua_toboolean(L, 2));
   return 0;
 }
 
 /* proc:status() -> code, signal, description, or nil while it runs */
 static int proc_status(lua_State *L) {
   arbor_proc *p = check_proc(L, 1);
-  if (!finished(p)) return lua_pushnil(L), 1;
+  if (!arbor_proc_finished(p)) return lua_pushnil(L), 1;
   return push_status(L, p);
 }
 
@@ -394,14 +385,15 @@ static int proc_kill(lua_State *L) {
   int group = strcmp(who, "group") == 0;
   if (!group && strcmp(who, "main") != 0)
     return luaL_error(L, "proc:kill: want \"main\" or \"group\", got '%s'", who);
-  if (p->gone || (!group && p->exited)) {
+  int rc = arbor_proc_kill(p, sig, group);
+  if (rc == 1) {
     lua_pushnil(L);
     lua_pushliteral(L, "the process has exited");
     return 2;
   }
-  if (kill(group ? -p->pid : p->pid, sig) < 0) {
+  if (rc < 0) {
     lua_pushnil(L);
-    lua_pushstring(L, strerror(errno));
+    lua_pushstring(L, strerror(-rc));
     return 2;
   }
   lua_pushboolean(L, 1);
@@ -419,7 +411,7 @@ static int proc_gc(lua_State *L) {
    process still running is stopped (in the background). */
 static int proc_close(lua_State *L) {
   lproc *lp = luaL_checkudata(L, 1, PROC_MT);
-  if (lp->p && !lp->p->gone) arbor_proc_stop(lp->p);
+  if (lp->p) arbor_proc_stop(lp->p); /* nothing once it is gone */
   return 0;
 }
 
@@ -429,9 +421,9 @@ static int proc_index(lua_State *L) {
   arbor_proc *p = check_proc(L, 1);
   const char *k = lua_tostring(L, 2);
   if (k && strcmp(k, "pid") == 0) {
-    lua_pushinteger(L, p->pid);
+    lua_pushinteger(L, arbor_proc_pid(p));
   } else if (k && strcmp(k, "stopped") == 0) {
-    lua_pushboolean(L, p->stopping == 1);
+    lua_pushboolean(L, arbor_proc_stopped(p));
   } else {
     lua_pushnil(L);
   }
@@ -441,8 +433,8 @@ static int proc_index(lua_State *L) {
 static int proc_tostring(lua_State *L) {
   lproc *lp = luaL_checkudata(L, 1, PROC_MT);
   if (!lp->p) return lua_pushliteral(L, "process (closed)"), 1;
-  lua_pushfstring(L, "process %d (%s)", lp->p->pid,
-                  finished(lp->p) ? "exited" : "running");
+  lua_pushfstring(L, "process %d (%s)", arbor_proc_pid(lp->p),
+                  arbor_proc_finished(lp->p) ? "exited" : "running");
   return 1;
 }
 

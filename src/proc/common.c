@@ -1,0 +1,97 @@
+/* common.c: what every file of proc/ does to a process: the tables of
+ * processes, a process's lifetime (its libuv handles and memory), waking
+ * its owner and logging on its node. The lowest file of proc/: it calls
+ * only the engine's public interface and core/. See internal.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "proc/internal.h"
+
+arbor_proc *arbor__procs;
+arbor_proc *arbor__running;
+
+void arbor__proc_add(arbor_proc *p) {
+  p->next = arbor__procs;
+  if (arbor__procs) arbor__procs->prev = p;
+  arbor__procs = p;
+}
+
+void arbor__proc_running_add(arbor_proc *p) {
+  p->rnext = arbor__running;
+  if (arbor__running) arbor__running->rprev = p;
+  arbor__running = p;
+}
+
+void arbor__proc_running_del(arbor_proc *p) {
+  if (p->rprev)
+    p->rprev->rnext = p->rnext;
+  else if (arbor__running == p)
+    arbor__running = p->rnext;
+  else
+    return; /* not listed */
+  if (p->rnext) p->rnext->rprev = p->rprev;
+  p->rprev = p->rnext = NULL;
+}
+
+void arbor__proc_maybe_free(arbor_proc *p) {
+  if (p->handles > 0 || !p->lua_gone) return;
+  arbor__proc_running_del(p);
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    arbor__procs = p->next;
+  if (p->next) p->next->prev = p->prev;
+  for (int i = 0; i < 3; i++) free(p->buf[i]);
+  for (unsigned i = 0; i < p->qlen; i++)
+    arbor_str_unref(p->queue[(p->qstart + i) % ARBOR_PROC_QUEUE]);
+  if (p->pn) arbor_node_unref(&p->pn->n);
+  free(p);
+}
+
+static void on_close(uv_handle_t *h) {
+  arbor_proc *p = h->data;
+  p->handles--;
+  arbor__proc_maybe_free(p);
+}
+
+void arbor__proc_close_handle(arbor_proc *p, uv_handle_t *h) {
+  if (h->data == p && !uv_is_closing(h)) uv_close(h, on_close);
+}
+
+/* 1 while p's owner is the incarnation that started p, on a live engine
+   (arbor_engine_wake checks that it runs and waits). */
+static int owner_live(const arbor_proc *p) {
+  return p->e && p->pn && !(p->pn->n.flags & ARBOR_F_DETACHED) &&
+         p->pn->n.incarnation == p->incarnation;
+}
+
+void arbor__proc_wake(arbor_proc *p) {
+  if (p->waiting && owner_live(p) &&
+      arbor_engine_wake(p->e, p->pn, p->wait_seq))
+    p->waiting = 0;
+}
+
+int arbor__proc_log(arbor_engine *e, pnode *pn, const char *what,
+                    const char *s, size_t n) {
+  if (!e) return 0;
+  arbor_str *line = arbor_str_fmt("%s: %.*s", what, (int)n, s);
+  if (!line) return 0;
+  int logged = arbor_engine_log_now(e, pn, line);
+  arbor_str_unref(line);
+  return logged;
+}
+
+void arbor__proc_log_everywhere(arbor_str *line) {
+  arbor_engine *seen[16]; /* told (past 16, one may hear it more than once) */
+  size_t n = 0;
+  if (!line) return;
+  for (arbor_proc *p = arbor__procs; p; p = p->next) {
+    arbor_engine *e = p->e;
+    size_t i = 0;
+    while (i < n && seen[i] != e) i++;
+    if (!e || i < n || !arbor_engine_log_now(e, NULL, line)) continue;
+    if (n < sizeof seen / sizeof *seen) seen[n++] = e;
+  }
+  if (n == 0) fprintf(stderr, "arbor: %s\n", line->s);
+}

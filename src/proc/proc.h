@@ -1,0 +1,94 @@
+/* proc.h: operating-system processes of runnables (X1-X6), for the
+ * bindings (l_exec.c) and the arbor binary: spawning in a process group,
+ * stdout/stderr read line by line into the node's log, readiness
+ * notifications, the graceful stop of the group, the guard that kills the
+ * groups when arbor dies (guard.c), the reaper of --init (reaper.c) and
+ * signal names (signames.c). A process is opaque here: proc/internal.h.
+ */
+#ifndef ARBOR_PROC_H
+#define ARBOR_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "engine/processor.h"
+
+enum { PROC_READY_SPAWN = 0, PROC_READY_NOTIFY, PROC_READY_SYSTEMD };
+
+typedef struct arbor_proc_opts {
+  const char *file;      /* resolved path of the program */
+  char **argv;           /* NULL-terminated */
+  char **env;            /* NULL-terminated, or NULL: arbor's environment */
+  const char *cwd;
+  int set_uid, set_gid;
+  uid_t uid;
+  gid_t gid;
+  int umask;             /* -1: inherited */
+  int stdin_inherit;
+  int ready;             /* PROC_READY_* */
+  int stop_signal;
+  double grace;
+  size_t line_max;       /* 0: ARBOR_LINE_MAX */
+} arbor_proc_opts;
+
+typedef struct arbor_proc arbor_proc;
+
+/* ---- proc.c ----------------------------------------------------------- */
+
+/* Starts a process for pn's current incarnation. Returns 0, or a negative
+   libuv error with a message in err (size errlen). */
+int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
+                     arbor_proc **out, char *err, size_t errlen);
+/* Stops the process group: stop_signal now, SIGKILL after grace. Nothing
+   when it is stopping or gone already. */
+void arbor_proc_stop(arbor_proc *p);
+/* Sends sig to the main process, or (group) to its whole group. Returns
+   0, -ESRCH once that exited, or a negative errno. */
+int arbor_proc_kill(arbor_proc *p, int sig, int group);
+/* The Lua handle let go of p: it is freed once its handles are closed. */
+void arbor_proc_release(arbor_proc *p);
+/* Records that its owner parked on p with wait sequence seq (pn->wait_seq
+   after arbor_engine_park): the next event wakes it. */
+void arbor_proc_wait(arbor_proc *p, uint32_t seq);
+/* The owner was resumed (for whatever reason): it no longer waits on p. */
+void arbor_proc_woken(arbor_proc *p);
+/* Queues stdout lines for arbor_proc_pop_line (on), or drops them (off). */
+void arbor_proc_watch(arbor_proc *p, int on);
+/* Consumes one readiness notification: 1, or 0 when none came. */
+int arbor_proc_take_ready(arbor_proc *p);
+/* 1 when a queued line or a readiness notification waits. */
+int arbor_proc_pending(const arbor_proc *p);
+/* The node whose incarnation started p while that incarnation runs on a
+   live engine, else NULL. */
+pnode *arbor_proc_owner(const arbor_proc *p);
+int arbor_proc_pid(const arbor_proc *p);
+/* 1 once the group is gone and its output read: waiting for it is over. */
+int arbor_proc_finished(const arbor_proc *p);
+/* 1 when arbor stopped it (arbor_proc_stop), not its own exit. */
+int arbor_proc_stopped(const arbor_proc *p);
+/* How it ended: the signal that killed it, or 0 and its exit status in
+   *status. */
+int arbor_proc_status(const arbor_proc *p, int64_t *status);
+
+/* ---- outlet.c --------------------------------------------------------- */
+
+/* Pops the next queued stdout line (a reference), or NULL. */
+arbor_str *arbor_proc_pop_line(arbor_proc *p);
+
+/* ---- reaper.c --------------------------------------------------------- */
+
+/* --init: become a subreaper (unless PID 1), reap orphaned descendants on
+   SIGCHLD and forward SIGHUP, SIGUSR1, SIGUSR2 to the process groups.
+   Returns 0 or a negative errno. */
+int arbor_reaper_start(uv_loop_t *loop);
+
+/* ---- signames.c ------------------------------------------------------- */
+
+/* Signal number of a name ("TERM", "SIGTERM") or -1. */
+int arbor_signal_number(const char *name);
+/* Name of a signal number ("SIGTERM"), or NULL. */
+const char *arbor_signal_name(int sig);
+
+#endif
