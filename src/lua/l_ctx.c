@@ -3,7 +3,6 @@
  */
 #include <lauxlib.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,18 +33,6 @@ void arbor_push_ctx(lua_State *L, pnode *pn) {
   arbor_node_ref(&pn->n);
   lua_rawgeti(L, LUA_REGISTRYINDEX, pn_engine(pn)->ctx_mt_ref);
   lua_setmetatable(L, -2);
-}
-
-int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...) {
-  va_list ap;
-  luaL_where(L, 1);
-  arbor_push_dn(L, &pn->n);
-  lua_pushliteral(L, ": ");
-  va_start(ap, fmt);
-  lua_pushvfstring(L, fmt, ap);
-  va_end(ap);
-  lua_concat(L, 4);
-  return lua_error(L);
 }
 
 /* Pushes the DN of a ctx's node, or "(finalized)" when it has none.
