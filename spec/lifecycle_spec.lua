@@ -600,7 +600,8 @@ describe("gated parents", function()
       end)
       idle(ctx)
     end)
-    assert.is_false(h:node("root.plain").gated)
+    assert.is_nil(h:node("root.plain").gated) -- plain children: no coordinator
+    assert.is_nil(h:node("root.plain").coordinator)
     assert.is_true(h:node("root.shop").gated)
     assert.is_nil(h:node("root.shop.app").gated) -- no children, no coordinator
     local drawn = require("arbor").render(h:tree())

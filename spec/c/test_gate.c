@@ -32,9 +32,9 @@ static unsigned table_vector(int s) {
   return v;
 }
 
-static arbor_coord coord_in(arbor_coord_state s) {
-  arbor_coord c;
-  arbor_coord_init(&c);
+static arbor_gate_fsm coord_in(arbor_gate_state s) {
+  arbor_gate_fsm c;
+  arbor_gate_init(&c);
   c.state = (uint8_t)s;
   c.started = 1;
   return c;
@@ -42,117 +42,117 @@ static arbor_coord coord_in(arbor_coord_state s) {
 
 TEST(vector_is_the_table_in_every_state) {
   for (int s = 0; s < ARBOR_CO_STATES; s++) {
-    ASSERT_UINT_EQ(arbor_gate_vector((arbor_coord_state)s), table_vector(s));
+    ASSERT_UINT_EQ(arbor_gate_vector((arbor_gate_state)s), table_vector(s));
     for (int g = 0; g < ARBOR_GATES; g++) {
-      ASSERT_EQ(arbor_gate_open((arbor_coord_state)s, (arbor_gate)g),
+      ASSERT_EQ(arbor_gate_open((arbor_gate_state)s, (arbor_gate)g),
                 table[s][g]);
       int later = 0;
       for (int t = s; t < ARBOR_CO_STATES; t++) later |= table[t][g];
-      ASSERT_EQ(arbor_gate_can_open((arbor_coord_state)s, (arbor_gate)g), later);
+      ASSERT_EQ(arbor_gate_can_open((arbor_gate_state)s, (arbor_gate)g), later);
     }
   }
-  ASSERT_STR_EQ(arbor_coord_state_name(ARBOR_CO_POSTSTART), "poststart");
+  ASSERT_STR_EQ(arbor_gate_state_name(ARBOR_CO_POSTSTART), "poststart");
   ASSERT_EQ(arbor_gate_of(ARBOR_LC_PRESTART, 1), PRE_SC);
   ASSERT_EQ(arbor_gate_of(ARBOR_LC_POSTSTOP, 0), STOP);
   ASSERT_EQ(arbor_gate_of(ARBOR_LC_MAIN, 0), MAIN);
 }
 
 TEST(init_waits_for_the_first_step) {
-  arbor_coord c;
-  arbor_coord_init(&c);
-  arbor_coord_add(&c, MAIN, ARBOR_PH_WAITING);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_INIT);
-  ASSERT_EQ(arbor_coord_eval(&c), 0);
+  arbor_gate_fsm c;
+  arbor_gate_init(&c);
+  arbor_gate_add(&c, MAIN, ARBOR_PH_WAITING);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_INIT);
+  ASSERT_EQ(arbor_gate_eval(&c), 0);
   c.started = 1;
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_PRESTART);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_PRESTART);
   /* no prestart children: straight on to main, which waits for main */
-  ASSERT_EQ(arbor_coord_eval(&c), 2);
+  ASSERT_EQ(arbor_gate_eval(&c), 2);
   ASSERT_EQ(c.state, ARBOR_CO_MAIN);
 }
 
 TEST(prestart_waits_for_jobs_done_and_sidecars_healthy) {
-  arbor_coord c = coord_in(ARBOR_CO_PRESTART);
-  arbor_coord_add(&c, PRE, ARBOR_PH_STARTING);
-  arbor_coord_add(&c, PRE_SC, ARBOR_PH_STARTING);
-  arbor_coord_add(&c, MAIN, ARBOR_PH_WAITING);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_PRESTART);
-  arbor_coord_move(&c, PRE, ARBOR_PH_STARTING, ARBOR_PH_READY);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_PRESTART); /* healthy is not done */
-  arbor_coord_move(&c, PRE, ARBOR_PH_READY, ARBOR_PH_RETRYING);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_PRESTART); /* died, restarting */
-  arbor_coord_move(&c, PRE, ARBOR_PH_RETRYING, ARBOR_PH_SIGNALED);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_PRESTART); /* sidecar not ready */
-  arbor_coord_move(&c, PRE_SC, ARBOR_PH_STARTING, ARBOR_PH_READY);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_MAIN); /* L1 */
+  arbor_gate_fsm c = coord_in(ARBOR_CO_PRESTART);
+  arbor_gate_add(&c, PRE, ARBOR_PH_STARTING);
+  arbor_gate_add(&c, PRE_SC, ARBOR_PH_STARTING);
+  arbor_gate_add(&c, MAIN, ARBOR_PH_WAITING);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_PRESTART);
+  arbor_gate_move(&c, PRE, ARBOR_PH_STARTING, ARBOR_PH_READY);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_PRESTART); /* healthy is not done */
+  arbor_gate_move(&c, PRE, ARBOR_PH_READY, ARBOR_PH_RETRYING);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_PRESTART); /* died, restarting */
+  arbor_gate_move(&c, PRE, ARBOR_PH_RETRYING, ARBOR_PH_SIGNALED);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_PRESTART); /* sidecar not ready */
+  arbor_gate_move(&c, PRE_SC, ARBOR_PH_STARTING, ARBOR_PH_READY);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_MAIN); /* L1 */
 }
 
 TEST(prestart_gave_up_winds_down_to_poststop) {
-  arbor_coord c = coord_in(ARBOR_CO_PRESTART);
-  arbor_coord_add(&c, PRE, ARBOR_PH_FAILED);
-  arbor_coord_add(&c, PRE_SC, ARBOR_PH_READY);
-  arbor_coord_add(&c, MAIN, ARBOR_PH_WAITING);
-  arbor_coord_add(&c, STOP, ARBOR_PH_WAITING);
-  ASSERT(arbor_coord_wind_wanted(&c)); /* L8 */
-  ASSERT_EQ(arbor_coord_eval(&c), 0);  /* the sidecar and main must go */
+  arbor_gate_fsm c = coord_in(ARBOR_CO_PRESTART);
+  arbor_gate_add(&c, PRE, ARBOR_PH_FAILED);
+  arbor_gate_add(&c, PRE_SC, ARBOR_PH_READY);
+  arbor_gate_add(&c, MAIN, ARBOR_PH_WAITING);
+  arbor_gate_add(&c, STOP, ARBOR_PH_WAITING);
+  ASSERT(arbor_gate_wind_wanted(&c)); /* L8 */
+  ASSERT_EQ(arbor_gate_eval(&c), 0);  /* the sidecar and main must go */
   ASSERT(c.winding);
-  arbor_coord_move(&c, PRE_SC, ARBOR_PH_READY, ARBOR_PH_FAILED);
-  arbor_coord_move(&c, MAIN, ARBOR_PH_WAITING, ARBOR_PH_FAILED);
-  ASSERT_EQ(arbor_coord_eval(&c), 1);
+  arbor_gate_move(&c, PRE_SC, ARBOR_PH_READY, ARBOR_PH_FAILED);
+  arbor_gate_move(&c, MAIN, ARBOR_PH_WAITING, ARBOR_PH_FAILED);
+  ASSERT_EQ(arbor_gate_eval(&c), 1);
   ASSERT_EQ(c.state, ARBOR_CO_POSTSTOP);
 }
 
 TEST(main_moves_on_when_every_main_is_healthy_or_exited) {
-  arbor_coord c = coord_in(ARBOR_CO_MAIN);
-  arbor_coord_add(&c, MAIN, ARBOR_PH_STARTING);
-  arbor_coord_add(&c, MAIN, ARBOR_PH_READY);
-  arbor_coord_add(&c, POST, ARBOR_PH_WAITING);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_MAIN);
-  arbor_coord_move(&c, MAIN, ARBOR_PH_STARTING, ARBOR_PH_RETRYING);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_POSTSTART); /* L2 */
+  arbor_gate_fsm c = coord_in(ARBOR_CO_MAIN);
+  arbor_gate_add(&c, MAIN, ARBOR_PH_STARTING);
+  arbor_gate_add(&c, MAIN, ARBOR_PH_READY);
+  arbor_gate_add(&c, POST, ARBOR_PH_WAITING);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_MAIN);
+  arbor_gate_move(&c, MAIN, ARBOR_PH_STARTING, ARBOR_PH_RETRYING);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_POSTSTART); /* L2 */
 }
 
 TEST(poststart_moves_on_when_its_jobs_finished) {
-  arbor_coord c = coord_in(ARBOR_CO_POSTSTART);
-  arbor_coord_add(&c, MAIN, ARBOR_PH_READY);
-  arbor_coord_add(&c, POST, ARBOR_PH_READY);
-  arbor_coord_add(&c, POST_SC, ARBOR_PH_STARTING);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_POSTSTART);
-  arbor_coord_move(&c, POST, ARBOR_PH_READY, ARBOR_PH_DONE);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_RUNNING);
+  arbor_gate_fsm c = coord_in(ARBOR_CO_POSTSTART);
+  arbor_gate_add(&c, MAIN, ARBOR_PH_READY);
+  arbor_gate_add(&c, POST, ARBOR_PH_READY);
+  arbor_gate_add(&c, POST_SC, ARBOR_PH_STARTING);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_POSTSTART);
+  arbor_gate_move(&c, POST, ARBOR_PH_READY, ARBOR_PH_DONE);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_RUNNING);
 }
 
 TEST(running_winds_down_when_main_finished) {
-  arbor_coord c = coord_in(ARBOR_CO_RUNNING);
-  arbor_coord_add(&c, MAIN, ARBOR_PH_READY);
-  arbor_coord_add(&c, POST_SC, ARBOR_PH_READY);
-  arbor_coord_add(&c, STOP, ARBOR_PH_WAITING);
-  ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_RUNNING);
-  arbor_coord_move(&c, MAIN, ARBOR_PH_READY, ARBOR_PH_DONE);
-  ASSERT(arbor_coord_wind_wanted(&c)); /* L4 */
-  ASSERT_EQ(arbor_coord_eval(&c), 0);  /* the sidecar still runs */
-  arbor_coord_move(&c, POST_SC, ARBOR_PH_READY, ARBOR_PH_FAILED);
-  ASSERT_EQ(arbor_coord_eval(&c), 1);
+  arbor_gate_fsm c = coord_in(ARBOR_CO_RUNNING);
+  arbor_gate_add(&c, MAIN, ARBOR_PH_READY);
+  arbor_gate_add(&c, POST_SC, ARBOR_PH_READY);
+  arbor_gate_add(&c, STOP, ARBOR_PH_WAITING);
+  ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_RUNNING);
+  arbor_gate_move(&c, MAIN, ARBOR_PH_READY, ARBOR_PH_DONE);
+  ASSERT(arbor_gate_wind_wanted(&c)); /* L4 */
+  ASSERT_EQ(arbor_gate_eval(&c), 0);  /* the sidecar still runs */
+  arbor_gate_move(&c, POST_SC, ARBOR_PH_READY, ARBOR_PH_FAILED);
+  ASSERT_EQ(arbor_gate_eval(&c), 1);
   ASSERT_EQ(c.state, ARBOR_CO_POSTSTOP);
-  ASSERT_EQ(arbor_coord_eval(&c), 0); /* poststop is the end */
+  ASSERT_EQ(arbor_gate_eval(&c), 0); /* poststop is the end */
 }
 
 TEST(plain_parent_does_not_wind_down_when_its_children_finish) {
-  arbor_coord c = coord_in(ARBOR_CO_RUNNING);
-  arbor_coord_add(&c, MAIN, ARBOR_PH_DONE);
-  ASSERT(!arbor_coord_wind_wanted(&c));
-  ASSERT_EQ(arbor_coord_eval(&c), 0);
+  arbor_gate_fsm c = coord_in(ARBOR_CO_RUNNING);
+  arbor_gate_add(&c, MAIN, ARBOR_PH_DONE);
+  ASSERT(!arbor_gate_wind_wanted(&c));
+  ASSERT_EQ(arbor_gate_eval(&c), 0);
   ASSERT_EQ(c.state, ARBOR_CO_RUNNING);
 }
 
 TEST(stopping_goes_to_poststop_from_every_state) {
   for (int s = ARBOR_CO_PRESTART; s < ARBOR_CO_POSTSTOP; s++) {
-    arbor_coord c = coord_in((arbor_coord_state)s);
-    arbor_coord_add(&c, MAIN, ARBOR_PH_READY);
-    arbor_coord_add(&c, STOP, ARBOR_PH_WAITING);
+    arbor_gate_fsm c = coord_in((arbor_gate_state)s);
+    arbor_gate_add(&c, MAIN, ARBOR_PH_READY);
+    arbor_gate_add(&c, STOP, ARBOR_PH_WAITING);
     c.stopping = 1;
-    ASSERT_EQ(arbor_coord_next(&c), (arbor_coord_state)s); /* main runs */
-    arbor_coord_move(&c, MAIN, ARBOR_PH_READY, ARBOR_PH_FAILED);
-    ASSERT_EQ(arbor_coord_next(&c), ARBOR_CO_POSTSTOP);
+    ASSERT_EQ(arbor_gate_next(&c), (arbor_gate_state)s); /* main runs */
+    arbor_gate_move(&c, MAIN, ARBOR_PH_READY, ARBOR_PH_FAILED);
+    ASSERT_EQ(arbor_gate_next(&c), ARBOR_CO_POSTSTOP);
   }
 }
 
@@ -182,30 +182,30 @@ static int is_finished(arbor_phase p) {
   return p == ARBOR_PH_DONE || p == ARBOR_PH_FAILED;
 }
 
-static void set_phase(arbor_coord *c, child *k, arbor_phase p) {
-  arbor_coord_move(c, k->g, k->ph, p);
+static void set_phase(arbor_gate_fsm *c, child *k, arbor_phase p) {
+  arbor_gate_move(c, k->g, k->ph, p);
   k->ph = p;
 }
 
 /* What the engine does after an evaluation: wind down, start children
    behind open gates; then evaluate again, until nothing changes. Checks
    the invariants after every evaluation. */
-static void settle(arbor_coord *c, child *ks, int n) {
+static void settle(arbor_gate_fsm *c, child *ks, int n) {
   for (int round = 0; round < 100; round++) {
     int running_before[MAXK];
     for (int i = 0; i < n; i++) running_before[i] = is_running(ks[i].ph);
     uint8_t before = c->state;
-    arbor_coord counts = *c;
-    arbor_coord_eval(c);
+    arbor_gate_fsm counts = *c;
+    arbor_gate_eval(c);
     ASSERT(c->state >= before); /* only forward (L0) */
     ASSERT(memcmp(counts.count, c->count, sizeof c->count) == 0);
-    ASSERT_UINT_EQ(arbor_gate_vector((arbor_coord_state)c->state),
+    ASSERT_UINT_EQ(arbor_gate_vector((arbor_gate_state)c->state),
                    table_vector(c->state));
     /* a gate never stops a running child (L7) */
     for (int i = 0; i < n; i++)
       if (running_before[i]) ASSERT(is_running(ks[i].ph));
     int changed = 0;
-    unsigned open = arbor_gate_vector((arbor_coord_state)c->state);
+    unsigned open = arbor_gate_vector((arbor_gate_state)c->state);
     for (int i = 0; i < n; i++) {
       child *k = &ks[i];
       if (c->stopping && k->g != STOP) {
@@ -237,13 +237,13 @@ static void settle(arbor_coord *c, child *ks, int n) {
 }
 
 /* One random state change of one child, or the parent stopping. */
-static void random_event(arbor_coord *c, child *ks, int n) {
+static void random_event(arbor_gate_fsm *c, child *ks, int n) {
   if (rnd(40) == 0 && !c->stopping) {
     c->stopping = 1;
     return;
   }
   child *k = &ks[rnd((unsigned)n)];
-  unsigned open = arbor_gate_vector((arbor_coord_state)c->state);
+  unsigned open = arbor_gate_vector((arbor_gate_state)c->state);
   switch (k->ph) {
   case ARBOR_PH_STARTING:
     if (rnd(2)) {
@@ -283,15 +283,15 @@ static void random_event(arbor_coord *c, child *ks, int n) {
 TEST(random_sequences_keep_the_invariants) {
   int reached_poststop = 0;
   for (int run = 0; run < 20000; run++) {
-    arbor_coord c;
-    arbor_coord_init(&c);
+    arbor_gate_fsm c;
+    arbor_gate_init(&c);
     child ks[MAXK];
     int n = 1 + (int)rnd(MAXK);
     for (int i = 0; i < n; i++) {
       ks[i].g = i == 0 ? MAIN : (arbor_gate)rnd(ARBOR_GATES);
       ks[i].ph = ARBOR_PH_WAITING;
       ks[i].canceled = 0;
-      arbor_coord_add(&c, ks[i].g, ARBOR_PH_WAITING);
+      arbor_gate_add(&c, ks[i].g, ARBOR_PH_WAITING);
     }
     c.started = 1;
     settle(&c, ks, n);

@@ -2,6 +2,13 @@
 #include "core/gc.h"
 #include "test.h"
 
+/* Cancels n with nothing exempt and no visitor. */
+static size_t cancel(arbor_node *n) { return arbor_tree_cancel(n, NULL, NULL, NULL); }
+/* Cancels the other members of n's group (T6), as the engine does. */
+static void cancel_group(arbor_node *n) {
+  for (arbor_node *g = n->gnext; g != n; g = g->gnext) cancel(g);
+}
+
 static int g_released;
 
 static void on_release(arbor_node *n, void *ud) {
@@ -34,8 +41,8 @@ static arbor_node *add_start(arbor_node *parent, const char *name) {
 /* What the engine does when an incarnation dies (T6). */
 static void die(arbor_node *n) {
   arbor_tree_exit(n, ARBOR_DEAD);
-  arbor_tree_cancel(n);
-  arbor_tree_cancel_group(n);
+  cancel(n);
+  cancel_group(n);
 }
 
 static void restart(arbor_node *n) {
@@ -62,7 +69,7 @@ TEST(dead_leaf_restarts) {
   ASSERT_NULL(arbor_gc_candidate(a));
   ASSERT_UINT_EQ(t.root->live, 3);
   /* a CANCELED leaf (its own context canceled) restarts too */
-  arbor_tree_cancel(b);
+  cancel(b);
   ASSERT_NULL(arbor_gc_candidate(b));
   arbor_tree_exit(b, ARBOR_CANCELED);
   ASSERT_PTR_EQ(arbor_gc_candidate(b), b);
@@ -86,7 +93,7 @@ TEST(dead_parent_waits_for_children) {
   ASSERT_NULL(arbor_gc_candidate(g));
   ASSERT_UINT_EQ(a->live, 1);
   arbor_tree_exit(c2, ARBOR_DEAD); /* the last one, however it ends */
-  arbor_tree_cancel(c2);
+  cancel(c2);
   ASSERT_UINT_EQ(a->live, 0);
   ASSERT_PTR_EQ(arbor_gc_candidate(c2), a);
   /* from anywhere below, the answer is the same topmost node */
@@ -110,11 +117,11 @@ TEST(topmost_restarts) {
   arbor_node *a = add_start(t.root, "a");
   arbor_node *b = add_start(a, "b");
   arbor_node *c = add_start(b, "c");
-  arbor_tree_cancel(a);
+  cancel(a);
   arbor_tree_exit(c, ARBOR_CANCELED);
   ASSERT_NULL(arbor_gc_candidate(c));
   arbor_tree_exit(b, ARBOR_DEAD);
-  arbor_tree_cancel(b);
+  cancel(b);
   ASSERT_NULL(arbor_gc_candidate(b));
   arbor_tree_exit(a, ARBOR_CANCELED);
   ASSERT_PTR_EQ(arbor_gc_candidate(a), a);
@@ -155,7 +162,7 @@ TEST(nothing_under_canceled_parent) {
   arbor_node *p = add_start(t.root, "p");
   arbor_node *c = add_start(p, "c");
   arbor_node *d = add_start(p, "d");
-  arbor_tree_cancel(p); /* p still runs (shutting down) */
+  cancel(p); /* p still runs (shutting down) */
   die(c);
   ASSERT(arbor_gc_wants(c));
   ASSERT_NULL(arbor_gc_candidate(c));
@@ -171,7 +178,7 @@ TEST(nothing_under_canceled_parent) {
   ASSERT_PTR_EQ(arbor_gc_candidate(c), p);
   ASSERT_PTR_EQ(arbor_gc_candidate(late), p);
   /* but not if the root is canceled too (and runs) */
-  arbor_tree_cancel(t.root);
+  cancel(t.root);
   ASSERT_NULL(arbor_gc_candidate(c));
   ASSERT_NULL(arbor_gc_candidate(p));
   arbor_tree_close(&t);
@@ -213,7 +220,7 @@ TEST(done_needs_canceled_context) {
   ASSERT_PTR_EQ(arbor_gc_candidate(kid), kid);
   restart(kid);
   /* canceling the DONE node makes it a candidate once its subtree exited */
-  arbor_tree_cancel(a);
+  cancel(a);
   ASSERT(arbor_gc_wants(a));
   ASSERT_NULL(arbor_gc_candidate(a));
   arbor_tree_exit(kid, ARBOR_CANCELED);
@@ -224,7 +231,7 @@ TEST(done_needs_canceled_context) {
      with a canceled context, restarted (T5, T8) */
   arbor_tree_set_state(a, ARBOR_HEALTHY);
   arbor_tree_set_state(a, ARBOR_DONE);
-  arbor_tree_cancel(a);
+  cancel(a);
   arbor_tree_exit(a, ARBOR_DONE);
   ASSERT_EQ(a->state, ARBOR_DONE);
   ASSERT_PTR_EQ(arbor_gc_candidate(a), a);
@@ -283,7 +290,7 @@ TEST(pending_restart_canceled_by_parent) {
   die(a);
   ASSERT_PTR_EQ(arbor_gc_candidate(a), a);
   arbor_gc_reset(a); /* waits for its delay */
-  arbor_tree_cancel(p);
+  cancel(p);
   ASSERT_EQ(a->state, ARBOR_CANCELED);
   ASSERT_EQ(a->flags & ARBOR_F_PENDING, 0);
   ASSERT(arbor_gc_wants(a));
@@ -350,7 +357,7 @@ TEST(root_restart) {
   ASSERT_PTR_EQ(arbor_gc_candidate(b), b);
   restart(b);
   /* root canceled (stop): once everything exits the root is the one */
-  arbor_tree_cancel(r);
+  cancel(r);
   arbor_tree_exit(b, ARBOR_CANCELED);
   ASSERT_NULL(arbor_gc_candidate(b));
   arbor_tree_exit(a, ARBOR_CANCELED);

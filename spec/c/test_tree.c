@@ -18,16 +18,35 @@ typedef struct tnode {
 static int g_released;           /* release hook calls */
 static char g_release_log[1024]; /* names of released nodes, space-separated */
 
-static void on_canceled(arbor_node *n, void *ud) {
-  (void)ud;
-  T(n)->canceled_calls++;
-}
-
-static void on_state(arbor_node *n, arbor_state from, void *ud) {
-  (void)ud;
+/* What the engine hears of: state changes (the tree returns the state
+   before) and cancellations (the visitor). */
+static void on_state(arbor_node *n, arbor_state from) {
+  if (from == (arbor_state)n->state) return;
   T(n)->state_calls++;
   T(n)->last_from = from;
   T(n)->last_to = (arbor_state)n->state;
+}
+
+static void on_canceled(arbor_node *n, arbor_state from, void *ud) {
+  (void)ud;
+  on_state(n, from);
+  T(n)->canceled_calls++;
+}
+
+static void exit_state(arbor_node *n, arbor_state s) {
+  on_state(n, arbor_tree_exit(n, s));
+}
+
+static void set_state(arbor_node *n, arbor_state s) {
+  on_state(n, arbor_tree_set_state(n, s));
+}
+
+static size_t cancel(arbor_node *n) {
+  return arbor_tree_cancel(n, NULL, on_canceled, NULL);
+}
+
+static void cancel_group(arbor_node *n) {
+  for (arbor_node *g = n->gnext; g != n; g = g->gnext) cancel(g);
 }
 
 static void on_release(arbor_node *n, void *ud) {
@@ -53,9 +72,7 @@ static void on_detached(arbor_node *n, void *ud) {
 }
 
 static void setup(arbor_tree *t) {
-  arbor_hooks h = {.canceled = on_canceled,
-                   .state = on_state,
-                   .release = on_release,
+  arbor_hooks h = {.release = on_release,
                    .detached = on_detached,
                    .ud = &g_tree_released};
   g_released = 0;
@@ -345,15 +362,15 @@ TEST(start_exit_live_counts) {
   ASSERT_EQ(c->state, ARBOR_NEW);
   ASSERT_EQ(c->flags & ARBOR_F_PENDING, 0);
 
-  arbor_tree_set_state(c, ARBOR_HEALTHY);
+  set_state(c, ARBOR_HEALTHY);
   ASSERT_EQ(T(c)->state_calls, 1);
   ASSERT_EQ(T(c)->last_from, ARBOR_NEW);
   ASSERT_EQ(T(c)->last_to, ARBOR_HEALTHY);
-  arbor_tree_set_state(c, ARBOR_HEALTHY); /* no change, no report */
+  set_state(c, ARBOR_HEALTHY); /* no change, no report */
   ASSERT_EQ(T(c)->state_calls, 1);
   ASSERT(!arbor_node_canceled(c));
 
-  arbor_tree_exit(c, ARBOR_DONE);
+  exit_state(c, ARBOR_DONE);
   ASSERT(!arbor_node_running(c));
   ASSERT_EQ(c->state, ARBOR_DONE);
   ASSERT_EQ(T(c)->state_calls, 2);
@@ -366,7 +383,7 @@ TEST(start_exit_live_counts) {
   ASSERT_UINT_EQ(t.running, 4);
 
   /* a exits while its children run: its subtree is still live */
-  arbor_tree_exit(a, ARBOR_DEAD);
+  exit_state(a, ARBOR_DEAD);
   ASSERT_EQ(a->state, ARBOR_DEAD);
   ASSERT(arbor_node_canceled(a)); /* death cancels its own context */
   ASSERT(!arbor_node_canceled(b)); /* the caller cancels the subtree */
@@ -378,7 +395,7 @@ TEST(start_exit_live_counts) {
   ASSERT_UINT_EQ(d->live, 1);
 
   /* the last running node of a's subtree: a's subtree is no longer live */
-  arbor_tree_exit(b, ARBOR_DEAD);
+  exit_state(b, ARBOR_DEAD);
   ASSERT_UINT_EQ(a->live, 0);
   ASSERT_UINT_EQ(t.root->live, 2);
 
@@ -389,22 +406,22 @@ TEST(start_exit_live_counts) {
   ASSERT_UINT_EQ(b->live, 1);
   ASSERT_UINT_EQ(a->live, 1);
   ASSERT_UINT_EQ(t.root->live, 3);
-  arbor_tree_exit(c, ARBOR_DEAD);
+  exit_state(c, ARBOR_DEAD);
   ASSERT(arbor_node_canceled(c));
   arbor_tree_start(c);
   ASSERT_UINT_EQ(c->incarnation, 3);
   ASSERT_EQ(c->flags, ARBOR_F_RUNNING); /* CANCEL cleared */
 
   /* set_state(DEAD) cancels the node's own context */
-  arbor_tree_set_state(d, ARBOR_DEAD);
+  set_state(d, ARBOR_DEAD);
   ASSERT(arbor_node_canceled(d));
   ASSERT(arbor_node_running(d));
   ASSERT_EQ(T(d)->last_from, ARBOR_NEW);
   ASSERT_EQ(T(d)->last_to, ARBOR_DEAD);
 
-  arbor_tree_exit(c, ARBOR_CANCELED);
-  arbor_tree_exit(d, ARBOR_CANCELED);
-  arbor_tree_exit(t.root, ARBOR_DONE);
+  exit_state(c, ARBOR_CANCELED);
+  exit_state(d, ARBOR_CANCELED);
+  exit_state(t.root, ARBOR_DONE);
   ASSERT_EQ(d->state, ARBOR_CANCELED);
   ASSERT_UINT_EQ(t.root->live, 0);
   ASSERT_UINT_EQ(a->live, 0);
@@ -435,7 +452,7 @@ TEST(deep_chain_live_walks) {
   ASSERT_UINT_EQ(t.root->live, 2);
   ASSERT_UINT_EQ(t.running, D + 1);
   before = t.steps;
-  for (int d = D; d-- > 0;) arbor_tree_exit(chain[d], ARBOR_CANCELED);
+  for (int d = D; d-- > 0;) exit_state(chain[d], ARBOR_CANCELED);
   ASSERT_UINT_EQ(t.steps - before, 2 * D);
   ASSERT_UINT_EQ(t.root->live, 1);
   ASSERT_UINT_EQ(chain[0]->live, 0);
@@ -466,7 +483,7 @@ TEST(add_under_canceled_parent) {
   arbor_node *p = add_start(t.root, "p");
   arbor_node *q = add(p, "queued"); /* created, not started yet */
   ASSERT_EQ(q->flags, ARBOR_F_PENDING);
-  ASSERT_UINT_EQ(arbor_tree_cancel(p), 2);
+  ASSERT_UINT_EQ(cancel(p), 2);
   /* the pending child became CANCELED (T8), reported once */
   ASSERT_EQ(q->state, ARBOR_CANCELED);
   ASSERT_EQ(q->flags, ARBOR_F_CANCEL);
@@ -491,7 +508,7 @@ TEST(add_under_canceled_parent) {
   ASSERT_EQ(s->state, ARBOR_NEW);
   ASSERT_EQ(s->flags, ARBOR_F_PENDING);
   /* canceling p again: nothing new */
-  ASSERT_UINT_EQ(arbor_tree_cancel(p), 0);
+  ASSERT_UINT_EQ(cancel(p), 0);
   ASSERT_EQ(T(q)->canceled_calls, 1);
   ASSERT_EQ(T(q)->state_calls, 1);
   arbor_tree_close(&t);
@@ -510,13 +527,13 @@ TEST(cancel_subtree) {
   arbor_node *y = add(a2, "y"); /* pending */
   arbor_node *a3 = add(a, "a3"); /* pending */
   arbor_node *b = add_start(t.root, "b");
-  arbor_tree_set_state(a2, ARBOR_HEALTHY);
-  arbor_tree_set_state(a2, ARBOR_DONE);
-  arbor_tree_exit(a2, ARBOR_DONE); /* exited DONE, its children run on */
-  arbor_tree_set_state(x, ARBOR_HEALTHY);
+  set_state(a2, ARBOR_HEALTHY);
+  set_state(a2, ARBOR_DONE);
+  exit_state(a2, ARBOR_DONE); /* exited DONE, its children run on */
+  set_state(x, ARBOR_HEALTHY);
   int before_a2 = T(a2)->state_calls, before_x = T(x)->state_calls;
 
-  ASSERT_UINT_EQ(arbor_tree_cancel(a), 6);
+  ASSERT_UINT_EQ(cancel(a), 6);
   arbor_node *sub[] = {a, a1, a2, x, y, a3};
   for (size_t i = 0; i < 6; i++) {
     ASSERT(arbor_node_canceled(sub[i]));
@@ -544,10 +561,10 @@ TEST(cancel_subtree) {
   ASSERT_EQ(T(y)->last_to, ARBOR_CANCELED);
   ASSERT_EQ(T(a3)->state_calls, 1);
   /* canceling inside an already canceled subtree: nothing new */
-  ASSERT_UINT_EQ(arbor_tree_cancel(a2), 0);
-  ASSERT_UINT_EQ(arbor_tree_cancel(a), 0);
+  ASSERT_UINT_EQ(cancel(a2), 0);
+  ASSERT_UINT_EQ(cancel(a), 0);
   /* canceling the root counts only root and b */
-  ASSERT_UINT_EQ(arbor_tree_cancel(t.root), 2);
+  ASSERT_UINT_EQ(cancel(t.root), 2);
   for (size_t i = 0; i < 6; i++) ASSERT_EQ(T(sub[i])->canceled_calls, 1);
   ASSERT_EQ(T(b)->canceled_calls, 1);
   ASSERT_EQ(T(t.root)->canceled_calls, 1);
@@ -565,10 +582,10 @@ TEST(cancel_after_death_reaches_children) {
   arbor_node *c1 = add_start(a, "c1");
   arbor_node *c2 = add(a, "c2"); /* pending */
   arbor_node *g = add_start(c1, "g");
-  arbor_tree_exit(a, ARBOR_DEAD);
+  exit_state(a, ARBOR_DEAD);
   ASSERT(arbor_node_canceled(a));
   ASSERT(!arbor_node_canceled(c1));
-  ASSERT_UINT_EQ(arbor_tree_cancel(a), 3); /* c1, c2, g: a was already */
+  ASSERT_UINT_EQ(cancel(a), 3); /* c1, c2, g: a was already */
   ASSERT(arbor_node_canceled(c1));
   ASSERT(arbor_node_canceled(g));
   ASSERT_EQ(c2->state, ARBOR_CANCELED);
@@ -580,8 +597,8 @@ TEST(cancel_after_death_reaches_children) {
   /* the same after set_state(DEAD) (a declaration) */
   arbor_node *b = add_start(t.root, "b");
   arbor_node *b1 = add_start(b, "b1");
-  arbor_tree_set_state(b, ARBOR_DEAD);
-  ASSERT_UINT_EQ(arbor_tree_cancel(b), 1);
+  set_state(b, ARBOR_DEAD);
+  ASSERT_UINT_EQ(cancel(b), 1);
   ASSERT(arbor_node_canceled(b1));
   arbor_tree_close(&t);
   ASSERT_EQ(g_tree_released, 7);
@@ -594,16 +611,16 @@ TEST(cancel_pending_restart) {
   setup(&t);
   arbor_tree_start(t.root);
   arbor_node *a = add_start(t.root, "a");
-  arbor_tree_exit(a, ARBOR_DEAD);
+  exit_state(a, ARBOR_DEAD);
   a->flags = (uint8_t)((a->flags & ~ARBOR_F_CANCEL) | ARBOR_F_PENDING);
   int calls = T(a)->state_calls;
   /* c exited CANCELED and waits for its restart, still CANCELED */
   arbor_node *c = add_start(t.root, "c");
-  arbor_tree_cancel(c);
-  arbor_tree_exit(c, ARBOR_CANCELED);
+  cancel(c);
+  exit_state(c, ARBOR_CANCELED);
   c->flags = ARBOR_F_PENDING;
   int ccalls = T(c)->state_calls, ccanceled = T(c)->canceled_calls;
-  ASSERT_UINT_EQ(arbor_tree_cancel(t.root), 3);
+  ASSERT_UINT_EQ(cancel(t.root), 3);
   ASSERT_EQ(c->state, ARBOR_CANCELED);
   ASSERT_EQ(c->flags, ARBOR_F_CANCEL);
   ASSERT_EQ(T(c)->state_calls, ccalls); /* no change, no report */
@@ -616,7 +633,7 @@ TEST(cancel_pending_restart) {
   arbor_node *b = add(t.root, "b"); /* born CANCELED under root */
   ASSERT_EQ(b->state, ARBOR_CANCELED);
   ASSERT_EQ(T(b)->state_calls, 0);
-  ASSERT_UINT_EQ(arbor_tree_cancel(b), 0);
+  ASSERT_UINT_EQ(cancel(b), 0);
   arbor_tree_close(&t);
   ASSERT_EQ(g_tree_released, 4);
 }
@@ -632,21 +649,21 @@ TEST(cancel_leaves_own_delayed_restart) {
   arbor_node *g1 = add_start(p, "g1");
   arbor_node *g2 = add_start(p, "g2");
   arbor_tree_group(g1, g2);
-  arbor_tree_exit(g1, ARBOR_DEAD);
-  arbor_tree_cancel(g1);
+  exit_state(g1, ARBOR_DEAD);
+  cancel(g1);
   /* what arbor_gc_reset does: PENDING, CANCEL cleared, state kept */
   g1->flags = ARBOR_F_PENDING;
   int calls = T(g1)->state_calls, canceled = T(g1)->canceled_calls;
-  ASSERT_UINT_EQ(arbor_tree_cancel(g1), 0);
-  arbor_tree_exit(g2, ARBOR_DEAD);
-  arbor_tree_cancel(g2);
-  arbor_tree_cancel_group(g2); /* g1 is g2's group sibling */
+  ASSERT_UINT_EQ(cancel(g1), 0);
+  exit_state(g2, ARBOR_DEAD);
+  cancel(g2);
+  cancel_group(g2); /* g1 is g2's group sibling */
   ASSERT_EQ(g1->flags, ARBOR_F_PENDING);
   ASSERT_EQ(g1->state, ARBOR_DEAD);
   ASSERT_EQ(T(g1)->state_calls, calls);
   ASSERT_EQ(T(g1)->canceled_calls, canceled);
   /* the parent's cancellation drops it */
-  ASSERT_UINT_EQ(arbor_tree_cancel(p), 2); /* p and g1; g2 was already */
+  ASSERT_UINT_EQ(cancel(p), 2); /* p and g1; g2 was already */
   ASSERT_EQ(g1->state, ARBOR_CANCELED);
   ASSERT_EQ(g1->flags, ARBOR_F_CANCEL);
   ASSERT_EQ(T(g1)->last_from, ARBOR_DEAD);
@@ -680,9 +697,9 @@ TEST(group_rings) {
   ASSERT_PTR_EQ(h2->gnext, h1);
 
   /* g2 died: its group siblings (and their subtrees) are canceled */
-  arbor_tree_exit(g2, ARBOR_DEAD);
-  arbor_tree_cancel(g2);
-  arbor_tree_cancel_group(g2);
+  exit_state(g2, ARBOR_DEAD);
+  cancel(g2);
+  cancel_group(g2);
   ASSERT(arbor_node_canceled(g1));
   ASSERT(arbor_node_canceled(g1c));
   ASSERT(arbor_node_canceled(g3));
@@ -695,31 +712,31 @@ TEST(group_rings) {
   ASSERT(!arbor_node_canceled(h2));
   ASSERT(!arbor_node_canceled(p));
   /* again: nothing new */
-  arbor_tree_cancel_group(g2);
+  cancel_group(g2);
   ASSERT_EQ(T(g1)->canceled_calls, 1);
   /* a node alone in its ring cancels nobody */
-  arbor_tree_cancel_group(o);
+  cancel_group(o);
   ASSERT(!arbor_node_canceled(o));
   ASSERT(!arbor_node_canceled(h1));
   /* the other group */
-  arbor_tree_cancel_group(h2);
+  cancel_group(h2);
   ASSERT(arbor_node_canceled(h1));
   ASSERT(!arbor_node_canceled(h2));
 
   /* discarding a referenced group member unlinks it from its ring */
   arbor_node_ref(g1);
-  arbor_tree_exit(g1c, ARBOR_CANCELED);
-  arbor_tree_exit(g1, ARBOR_CANCELED);
-  arbor_tree_exit(o, ARBOR_DEAD);
-  arbor_tree_exit(h1, ARBOR_CANCELED);
-  arbor_tree_exit(h2, ARBOR_DONE);
-  arbor_tree_exit(p, ARBOR_DONE);
+  exit_state(g1c, ARBOR_CANCELED);
+  exit_state(g1, ARBOR_CANCELED);
+  exit_state(o, ARBOR_DEAD);
+  exit_state(h1, ARBOR_CANCELED);
+  exit_state(h2, ARBOR_DONE);
+  exit_state(p, ARBOR_DONE);
   g_tree_released = 0;
   arbor_tree_discard_children(p);
   ASSERT_EQ(g_tree_released, 6); /* all but g1 */
   ASSERT_PTR_EQ(g1->gnext, g1);
   ASSERT(g1->flags & ARBOR_F_DETACHED);
-  arbor_tree_cancel_group(g1); /* walks an empty ring */
+  cancel_group(g1); /* walks an empty ring */
   arbor_node_unref(g1);
   ASSERT_EQ(g_tree_released, 7);
   arbor_tree_close(&t);
@@ -741,7 +758,7 @@ TEST(group_ring_partial_discard) {
   arbor_tree_discard_children(a);
   ASSERT_PTR_EQ(by->gnext, bz);
   ASSERT_PTR_EQ(bz->gnext, by);
-  arbor_tree_cancel_group(by);
+  cancel_group(by);
   ASSERT(arbor_node_canceled(bz));
   ASSERT(!arbor_node_canceled(by));
   ASSERT(!arbor_node_canceled(a));
@@ -937,13 +954,13 @@ TEST(declared_keeps_dead) {
   arbor_node *c = add_start(p, "c");
   /* escalation: p is declared DEAD from outside while it runs */
   p->flags |= ARBOR_F_DECLARED;
-  arbor_tree_set_state(p, ARBOR_DEAD);
+  set_state(p, ARBOR_DEAD);
   ASSERT_EQ(T(p)->last_to, ARBOR_DEAD);
   ASSERT(arbor_node_canceled(p));
-  arbor_tree_cancel(p);
-  arbor_tree_exit(c, ARBOR_CANCELED);
+  cancel(p);
+  exit_state(c, ARBOR_CANCELED);
   int calls = T(p)->state_calls;
-  arbor_tree_exit(p, ARBOR_CANCELED); /* its own exit does not change it */
+  exit_state(p, ARBOR_CANCELED); /* its own exit does not change it */
   ASSERT_EQ(p->state, ARBOR_DEAD);
   ASSERT_EQ(T(p)->state_calls, calls);
   ASSERT(!arbor_node_running(p));
@@ -951,17 +968,17 @@ TEST(declared_keeps_dead) {
   ASSERT_UINT_EQ(t.root->live, 1);
   /* the same for a DONE exit */
   arbor_node *d = add_start(t.root, "d");
-  arbor_tree_set_state(d, ARBOR_HEALTHY);
+  set_state(d, ARBOR_HEALTHY);
   d->flags |= ARBOR_F_DECLARED;
-  arbor_tree_set_state(d, ARBOR_DEAD);
-  arbor_tree_exit(d, ARBOR_DONE);
+  set_state(d, ARBOR_DEAD);
+  exit_state(d, ARBOR_DONE);
   ASSERT_EQ(d->state, ARBOR_DEAD);
   /* the next start clears the declaration */
   arbor_tree_discard_children(p);
   arbor_tree_start(p);
   ASSERT_EQ(p->flags & ARBOR_F_DECLARED, 0);
   ASSERT_EQ(p->state, ARBOR_NEW);
-  arbor_tree_exit(p, ARBOR_CANCELED);
+  exit_state(p, ARBOR_CANCELED);
   ASSERT_EQ(p->state, ARBOR_CANCELED);
   arbor_tree_close(&t);
 }
@@ -973,7 +990,7 @@ TEST(start_keeps_held) {
   a->flags |= ARBOR_F_HELD | ARBOR_F_FORCED | ARBOR_F_CANCEL;
   arbor_tree_start(a);
   ASSERT_EQ(a->flags, ARBOR_F_HELD | ARBOR_F_RUNNING);
-  arbor_tree_exit(a, ARBOR_DONE);
+  exit_state(a, ARBOR_DONE);
   ASSERT_EQ(a->flags, ARBOR_F_HELD);
   arbor_tree_close(&t);
 }
@@ -1034,8 +1051,8 @@ TEST(hash_growth_100k_children) {
   ASSERT_UINT_EQ(p->live, N + 1);
   ASSERT_UINT_EQ(t.root->live, 2);
   ASSERT_UINT_EQ(t.running, N + 2);
-  ASSERT_UINT_EQ(arbor_tree_cancel(p), N + 1);
-  for (int i = 0; i < N; i++) arbor_tree_exit(nodes[i], ARBOR_CANCELED);
+  ASSERT_UINT_EQ(cancel(p), N + 1);
+  for (int i = 0; i < N; i++) exit_state(nodes[i], ARBOR_CANCELED);
   ASSERT_UINT_EQ(p->live, 1);
   arbor_tree_discard_children(p);
   ASSERT_EQ(g_tree_released, N);

@@ -366,7 +366,7 @@ describe("arbor ctl (C3)", function()
     assert.equal("root.heart", t.children[1].dn)
     assert.is_number(t.children[1].uptime)
     -- the lifecycle fields, as arbor.tree() has them
-    assert.equal("running", t.coordinator)
+    assert.is_nil(t.coordinator) -- a parent of plain children has no coordinator
     assert.equal("main", t.children[1].lifecycle)
     assert.is_false(t.children[1].blocked)
     assert.is_false(t.children[1].sidecar)

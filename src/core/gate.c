@@ -3,7 +3,6 @@
 
 #include <string.h>
 
-#include "core/tree.h"
 
 #define BIT(g) (1u << (g))
 
@@ -29,11 +28,11 @@ static const char *const gate_names[ARBOR_GATES] = {
     "prestart",  "prestart sidecar",  "main",
     "poststart", "poststart sidecar", "poststop"};
 
-unsigned arbor_gate_vector(arbor_coord_state s) {
+unsigned arbor_gate_vector(arbor_gate_state s) {
   return (unsigned)s < ARBOR_CO_STATES ? gate_table[s] : 0;
 }
 
-int arbor_gate_can_open(arbor_coord_state s, arbor_gate g) {
+int arbor_gate_can_open(arbor_gate_state s, arbor_gate g) {
   for (unsigned t = s; t < ARBOR_CO_STATES; t++)
     if (gate_table[t] & BIT(g)) return 1;
   return 0;
@@ -56,7 +55,7 @@ int arbor_gate_is_sidecar(arbor_gate g) {
   return g == ARBOR_GATE_PRESTART_SIDECAR || g == ARBOR_GATE_POSTSTART_SIDECAR;
 }
 
-const char *arbor_coord_state_name(arbor_coord_state s) {
+const char *arbor_gate_state_name(arbor_gate_state s) {
   return (unsigned)s < ARBOR_CO_STATES ? state_names[s] : "?";
 }
 
@@ -64,19 +63,19 @@ const char *arbor_gate_name(arbor_gate g) {
   return (unsigned)g < ARBOR_GATES ? gate_names[g] : "?";
 }
 
-void arbor_coord_init(arbor_coord *c) { memset(c, 0, sizeof *c); }
+void arbor_gate_init(arbor_gate_fsm *c) { memset(c, 0, sizeof *c); }
 
-void arbor_coord_add(arbor_coord *c, arbor_gate g, arbor_phase p) {
+void arbor_gate_add(arbor_gate_fsm *c, arbor_gate g, arbor_phase p) {
   c->count[g][p]++;
   c->total[g]++;
 }
 
-void arbor_coord_remove(arbor_coord *c, arbor_gate g, arbor_phase p) {
+void arbor_gate_remove(arbor_gate_fsm *c, arbor_gate g, arbor_phase p) {
   c->count[g][p]--;
   c->total[g]--;
 }
 
-void arbor_coord_move(arbor_coord *c, arbor_gate g, arbor_phase from,
+void arbor_gate_move(arbor_gate_fsm *c, arbor_gate g, arbor_phase from,
                       arbor_phase to) {
   c->count[g][from]--;
   c->count[g][to]++;
@@ -84,27 +83,27 @@ void arbor_coord_move(arbor_coord *c, arbor_gate g, arbor_phase from,
 
 /* ---- what the counts say -------------------------------------------- */
 
-static uint32_t total(const arbor_coord *c, arbor_gate g) {
+static uint32_t total(const arbor_gate_fsm *c, arbor_gate g) {
   return c->total[g];
 }
 
 /* Children of g that exited for good. */
-static uint32_t finished(const arbor_coord *c, arbor_gate g) {
+static uint32_t finished(const arbor_gate_fsm *c, arbor_gate g) {
   return c->count[g][ARBOR_PH_DONE] + c->count[g][ARBOR_PH_FAILED];
 }
 
-static int all_finished(const arbor_coord *c, arbor_gate g) {
+static int all_finished(const arbor_gate_fsm *c, arbor_gate g) {
   return finished(c, g) == total(c, g);
 }
 
-int arbor_coord_others_finished(const arbor_coord *c) {
+int arbor_gate_others_finished(const arbor_gate_fsm *c) {
   for (int g = 0; g < ARBOR_GATES; g++)
     if (g != ARBOR_GATE_POSTSTOP && !all_finished(c, (arbor_gate)g)) return 0;
   return 1;
 }
 
 /* L1: prestart jobs DONE (exited or not), prestart sidecars ready. */
-static int prestart_satisfied(const arbor_coord *c) {
+static int prestart_satisfied(const arbor_gate_fsm *c) {
   const uint32_t *side = c->count[ARBOR_GATE_PRESTART_SIDECAR];
   const uint32_t *pre = c->count[ARBOR_GATE_PRESTART];
   return pre[ARBOR_PH_DONE] + pre[ARBOR_PH_SIGNALED] ==
@@ -115,12 +114,12 @@ static int prestart_satisfied(const arbor_coord *c) {
 }
 
 /* L2: every main child is ready or has exited. */
-static int main_up(const arbor_coord *c) {
+static int main_up(const arbor_gate_fsm *c) {
   const uint32_t *m = c->count[ARBOR_GATE_MAIN];
   return m[ARBOR_PH_WAITING] + m[ARBOR_PH_STARTING] == 0;
 }
 
-int arbor_coord_wind_wanted(const arbor_coord *c) {
+int arbor_gate_wind_wanted(const arbor_gate_fsm *c) {
   if (!c->started) return 0;
   if (c->stopping) return 1;
   if (c->state <= ARBOR_CO_PRESTART &&
@@ -135,12 +134,12 @@ int arbor_coord_wind_wanted(const arbor_coord *c) {
   return mains > 0 && coordinated > 0 && all_finished(c, ARBOR_GATE_MAIN);
 }
 
-arbor_coord_state arbor_coord_next(const arbor_coord *c) {
-  arbor_coord_state s = (arbor_coord_state)c->state;
+arbor_gate_state arbor_gate_next(const arbor_gate_fsm *c) {
+  arbor_gate_state s = (arbor_gate_state)c->state;
   if (s == ARBOR_CO_INIT) return c->started ? ARBOR_CO_PRESTART : s;
   if (s == ARBOR_CO_POSTSTOP) return s;
-  int winding = c->winding || arbor_coord_wind_wanted(c);
-  if (winding && arbor_coord_others_finished(c)) return ARBOR_CO_POSTSTOP;
+  int winding = c->winding || arbor_gate_wind_wanted(c);
+  if (winding && arbor_gate_others_finished(c)) return ARBOR_CO_POSTSTOP;
   /* a stopping parent starts nothing but poststop; a failed prestart
      keeps main from starting (L8) */
   if (c->stopping || (winding && s == ARBOR_CO_PRESTART)) return s;
@@ -156,12 +155,12 @@ arbor_coord_state arbor_coord_next(const arbor_coord *c) {
   }
 }
 
-int arbor_coord_eval(arbor_coord *c) {
+int arbor_gate_eval(arbor_gate_fsm *c) {
   int moves = 0;
   for (;;) {
-    if (!c->winding && arbor_coord_wind_wanted(c)) c->winding = 1;
-    arbor_coord_state next = arbor_coord_next(c);
-    if (next == (arbor_coord_state)c->state) return moves;
+    if (!c->winding && arbor_gate_wind_wanted(c)) c->winding = 1;
+    arbor_gate_state next = arbor_gate_next(c);
+    if (next == (arbor_gate_state)c->state) return moves;
     c->state = (uint8_t)next;
     moves++;
   }

@@ -3,9 +3,8 @@
 
 int arbor_gc_wants(const arbor_node *n) {
   if (n->flags & (ARBOR_F_RUNNING | ARBOR_F_PENDING | ARBOR_F_HELD |
-                  ARBOR_F_DETACHED))
+                  ARBOR_F_DETACHED | ARBOR_F_RETIRED))
     return 0;
-  if (n->lc & ARBOR_LC_RETIRED) return 0; /* L4, L5 */
   switch (n->state) {
   case ARBOR_DEAD:
   case ARBOR_CANCELED:
@@ -28,6 +27,6 @@ arbor_node *arbor_gc_candidate(arbor_node *n) {
 void arbor_gc_reset(arbor_node *n) {
   arbor_tree_discard_children(n);
   n->flags = (uint8_t)((n->flags & (ARBOR_F_HELD | ARBOR_F_FORCED |
-                                    ARBOR_F_DECLARED)) |
+                                    ARBOR_F_DECLARED | ARBOR_F_RETIRED)) |
                        ARBOR_F_PENDING);
 }

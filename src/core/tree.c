@@ -212,7 +212,8 @@ void arbor_tree_group(arbor_node *a, arbor_node *b) {
 void arbor_tree_start(arbor_node *n) {
   n->incarnation++;
   n->state = ARBOR_NEW;
-  n->flags = (uint8_t)((n->flags & ARBOR_F_HELD) | ARBOR_F_RUNNING);
+  n->flags = (uint8_t)((n->flags & (ARBOR_F_HELD | ARBOR_F_RETIRED)) |
+                       ARBOR_F_RUNNING);
   n->tree->running++;
   /* n's subtree was not live (its children are discarded): it now counts
      in its parent, and so on up while a parent was not live either */
@@ -222,27 +223,26 @@ void arbor_tree_start(arbor_node *n) {
   }
 }
 
-void arbor_tree_exit(arbor_node *n, arbor_state s) {
+arbor_state arbor_tree_exit(arbor_node *n, arbor_state s) {
+  arbor_state from = (arbor_state)n->state;
   n->flags &= (uint8_t)~ARBOR_F_RUNNING;
   if (!(n->flags & ARBOR_F_DECLARED) && n->state != s) {
-    arbor_state from = (arbor_state)n->state;
     n->state = (uint8_t)s;
     if (s == ARBOR_DEAD) n->flags |= ARBOR_F_CANCEL;
-    if (n->tree->hooks.state) n->tree->hooks.state(n, from, n->tree->hooks.ud);
   }
   n->tree->running--;
   for (arbor_node *p = n; p; p = p->parent) {
     n->tree->steps++;
     if (--p->live > 0) break;
   }
+  return from;
 }
 
-void arbor_tree_set_state(arbor_node *n, arbor_state s) {
+arbor_state arbor_tree_set_state(arbor_node *n, arbor_state s) {
   arbor_state from = (arbor_state)n->state;
   n->state = (uint8_t)s;
   if (s == ARBOR_DEAD) n->flags |= ARBOR_F_CANCEL;
-  if (from != s && n->tree->hooks.state)
-    n->tree->hooks.state(n, from, n->tree->hooks.ud);
+  return from;
 }
 
 /* Next node of a pre-order walk of the subtree of top, after n. When
@@ -258,22 +258,20 @@ static arbor_node *preorder_next(arbor_node *n, const arbor_node *top,
 }
 
 /* Cancels one node's context (not its descendants). */
-static int cancel_one(arbor_node *n) {
-  arbor_tree *t = n->tree;
+static int cancel_one(arbor_node *n, arbor_canceled_fn visit, void *ud) {
   if (n->flags & ARBOR_F_CANCEL) return 0;
+  arbor_state from = (arbor_state)n->state;
   n->flags |= ARBOR_F_CANCEL;
   if (n->flags & ARBOR_F_PENDING) {
-    arbor_state from = (arbor_state)n->state;
     n->flags &= (uint8_t)~ARBOR_F_PENDING;
     n->state = ARBOR_CANCELED;
-    if (from != ARBOR_CANCELED && t->hooks.state)
-      t->hooks.state(n, from, t->hooks.ud);
   }
-  if (t->hooks.canceled) t->hooks.canceled(n, t->hooks.ud);
+  if (visit) visit(n, from, ud);
   return 1;
 }
 
-size_t arbor_tree_cancel(arbor_node *n) {
+size_t arbor_tree_cancel(arbor_node *n, arbor_exempt_fn exempt,
+                         arbor_canceled_fn visit, void *ud) {
   /* A node waiting for its own delayed restart has no incarnation to
      cancel: canceling it directly (a group sibling's death) leaves the
      restart as its policy scheduled it. Only a canceled parent drops it. */
@@ -281,20 +279,13 @@ size_t arbor_tree_cancel(arbor_node *n) {
   /* n itself may carry the flag already (a DEAD node's is set at death,
      before its children are canceled), so its descendants are always
      visited; below n, a canceled node's subtree is canceled already. */
-  size_t count = (size_t)cancel_one(n);
+  size_t count = (size_t)cancel_one(n, visit, ud);
   for (arbor_node *p = preorder_next(n, n, 0); p;) {
-    int poststop = (p->lc & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP &&
-                   ((p->flags & ARBOR_F_RUNNING) ||
-                    ((p->flags & ARBOR_F_PENDING) && (p->lc & ARBOR_LC_BLOCKED)));
-    int fresh = poststop ? 0 : cancel_one(p);
+    int fresh = exempt && exempt(p, ud) ? 0 : cancel_one(p, visit, ud);
     count += (size_t)fresh;
     p = preorder_next(p, n, !fresh);
   }
   return count;
-}
-
-void arbor_tree_cancel_group(arbor_node *n) {
-  for (arbor_node *g = n->gnext; g != n; g = g->gnext) arbor_tree_cancel(g);
 }
 
 void arbor_node_ref(arbor_node *n) { n->refs++; }

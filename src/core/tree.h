@@ -1,8 +1,9 @@
 /* tree.h: the supervision tree (rules T1-T8 of SEMANTICS.md) as plain C.
  *
  * Nodes, their five states, which subtrees have running incarnations,
- * logical cancellation and DN lookup. No libuv, no Lua: the processor owns
- * coroutines and timers and hears about tree changes through arbor_hooks.
+ * logical cancellation and DN lookup. No libuv, no Lua: the engine owns
+ * coroutines and timers, makes every change of a node's life itself and
+ * reports it; the tree only tells it of discarded and freed nodes.
  */
 #ifndef ARBOR_TREE_H
 #define ARBOR_TREE_H
@@ -27,20 +28,9 @@ enum arbor_flags {
   ARBOR_F_DECLARED = 1u << 5, /* declared DEAD from outside (escalation): the
                                  incarnation's own exit no longer sets the state */
   ARBOR_F_FORCED = 1u << 6,   /* ended by a forced close at its deadline */
-};
-
-/* A node's place in its parent's lifecycle (L-rules, gate.h), in
-   arbor_node.lc: the lifecycle in the low two bits, then flags. */
-enum arbor_lifecycle {
-  ARBOR_LC_MAIN = 0,
-  ARBOR_LC_PRESTART,
-  ARBOR_LC_POSTSTART,
-  ARBOR_LC_POSTSTOP,
-  ARBOR_LC_KIND = 3u,         /* mask of the lifecycle */
-  ARBOR_LC_SIDECAR = 1u << 2, /* a prestart or poststart sidecar */
-  ARBOR_LC_BLOCKED = 1u << 3, /* waiting behind a closed gate */
-  ARBOR_LC_RETIRED = 1u << 4, /* finished with for this parent incarnation:
-                                 the GC does not restart it (L4, L5) */
+  ARBOR_F_RETIRED = 1u << 7,  /* finished with for the rest of its parent's
+                                 incarnation: the GC does not restart it
+                                 (the lifecycle coordinator's L4, L5) */
 };
 
 #define ARBOR_NAME_MAX 64
@@ -65,18 +55,11 @@ struct arbor_node {
   uint8_t state;             /* arbor_state */
   uint8_t flags;             /* arbor_flags */
   uint8_t namelen;
-  uint8_t lc;                /* arbor_lifecycle and its flags */
-  uint8_t phase;             /* arbor_phase known to the parent's coordinator */
   char *name;                /* NUL-terminated, stored after the node */
 };
 
-/* Callbacks from the tree to its owner. Any may be NULL. */
+/* Ownership callbacks from the tree to its owner. Either may be NULL. */
 typedef struct arbor_hooks {
-  /* The context of n was just canceled (flag set). n may be running, exited,
-     or pending; for a pending node the tree already made it CANCELED. */
-  void (*canceled)(arbor_node *n, void *ud);
-  /* n's state changed from `from` (a pending node canceled, for instance). */
-  void (*state)(arbor_node *n, arbor_state from, void *ud);
   /* n is about to be freed (detached and no references left); the tree's
      `allocated` count already excludes it. */
   void (*release)(arbor_node *n, void *ud);
@@ -145,27 +128,29 @@ void arbor_tree_group(arbor_node *a, arbor_node *b);
    children must be discarded. */
 void arbor_tree_start(arbor_node *n);
 /* Records that n's incarnation ended in state s (ignored when n was declared
-   DEAD: it stays DEAD). Decrements n's live count, and its ancestors' up to
+   DEAD: it stays DEAD) and returns the state it had. Decrements n's live count, and its ancestors' up to
    the first that stays live. Ending DEAD marks n's own context canceled
    only: the caller cancels the subtree (arbor_tree_cancel(n)) at once,
    before anything else is canceled, since arbor_tree_cancel skips subtrees
    whose root is already canceled. */
-void arbor_tree_exit(arbor_node *n, arbor_state s);
-/* Sets n's state (the processor's signals and declarations), reporting it
-   through the state hook. Setting DEAD also cancels n's own context. */
-void arbor_tree_set_state(arbor_node *n, arbor_state s);
-/* Cancels the context of n and every descendant (T7), except poststop
-   children below n that run or wait behind their gate, and their
-   subtrees (L3: they
-   run when their parent stops; only canceling them directly reaches
-   them). Nodes pending their
+arbor_state arbor_tree_exit(arbor_node *n, arbor_state s);
+/* Sets n's state (the engine's signals and declarations) and returns the
+   state it had. Setting DEAD also cancels n's own context. */
+arbor_state arbor_tree_set_state(arbor_node *n, arbor_state s);
+/* Says whether a node below the one canceled is left out (with its
+   subtree): the engine's poststop children (L3). */
+typedef int (*arbor_exempt_fn)(const arbor_node *n, void *ud);
+/* Told of each node whose context was just canceled, in pre-order; `from`
+   is its state before: a node pending its start became CANCELED. */
+typedef void (*arbor_canceled_fn)(arbor_node *n, arbor_state from, void *ud);
+/* Cancels the context of n and every descendant (T7), except those exempt
+   says to leave out, and their subtrees (NULL: none). Nodes pending their
    first start become CANCELED, and so do descendants waiting for a delayed
    restart; n itself, when it waits for a delayed restart (pending with
-   incarnation > 0), is left as it is. Returns the number of contexts newly
-   canceled. */
-size_t arbor_tree_cancel(arbor_node *n);
-/* Cancels the other members of n's group (T6). */
-void arbor_tree_cancel_group(arbor_node *n);
+   incarnation > 0), is left as it is. Calls visit (if not NULL) for each
+   node newly canceled and returns how many there were. */
+size_t arbor_tree_cancel(arbor_node *n, arbor_exempt_fn exempt,
+                         arbor_canceled_fn visit, void *ud);
 /* Discards n's children (detaching the subtree); n's subtree must have
    exited. */
 void arbor_tree_discard_children(arbor_node *n);

@@ -259,9 +259,7 @@ static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
   arbor_str_set(&pn->error, why);
   arbor_str_set(&pn->trace, NULL);
   pn->n.flags |= ARBOR_F_DECLARED;
-  arbor__set_reason(e, arbor_str_ref(why));
-  arbor_tree_set_state(&pn->n, ARBOR_DEAD);
-  arbor__set_reason(e, NULL);
+  arbor__set_state(e, pn, ARBOR_DEAD, why);
   if (arbor_node_running(&pn->n)) pn->exited = arbor__step_time(e);
   arbor__spread_death(e, pn);
   if (pn->n.live == 0) arbor__after_exit(e, pn);
@@ -292,6 +290,7 @@ void arbor__decide(arbor_engine *e, pnode *pn) {
     return;
   }
   pn->n.flags |= ARBOR_F_HELD;
+  arbor__held(e, pn);
   arbor__group_release(e, pn); /* given up: no longer holds the next member */
   pnode *parent = (pnode *)pn->n.parent;
   if (!parent) {

@@ -49,9 +49,9 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
     lua_pushstring(L, arbor_state_name((arbor_state)ev->to));
     lua_setfield(L, -2, "to");
   } else if (ev->kind == ARBOR_EV_COORDINATOR) {
-    lua_pushstring(L, arbor_coord_state_name((arbor_coord_state)ev->from));
+    lua_pushstring(L, arbor_gate_state_name((arbor_gate_state)ev->from));
     lua_setfield(L, -2, "from");
-    lua_pushstring(L, arbor_coord_state_name((arbor_coord_state)ev->to));
+    lua_pushstring(L, arbor_gate_state_name((arbor_gate_state)ev->to));
     lua_setfield(L, -2, "to");
   }
   if (ev->reason) {

@@ -28,7 +28,6 @@ void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                  arbor_state from, arbor_state to, arbor_str *reason);
 void arbor__enqueue(arbor_engine *e, pnode *pn);
 void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
-void arbor__set_reason(arbor_engine *e, arbor_str *r);
 void arbor__spread_death(arbor_engine *e, pnode *pn);
 void arbor__record_failure(arbor_engine *e, pnode *pn);
 void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
@@ -37,6 +36,19 @@ void arbor__after_exit(arbor_engine *e, pnode *pn);
 void arbor__stop_advance(arbor_engine *e, pnode *pn);
 void arbor__drain(arbor_engine *e);
 pnode_stop *arbor__stop_of(pnode *pn);
+
+/* transition.c: the only code that changes a node's life. Each updates
+   the tree, emits the event (reason borrowed) and reports to the parent's
+   lifecycle coordinator. */
+void arbor__started(arbor_engine *e, pnode *pn, arbor_state from);
+void arbor__set_state(arbor_engine *e, pnode *pn, arbor_state to,
+                      arbor_str *reason);
+void arbor__exited(arbor_engine *e, pnode *pn, arbor_state s,
+                   arbor_str *reason);
+void arbor__held(arbor_engine *e, pnode *pn);
+void arbor__stepped(arbor_engine *e, pnode *pn);
+void arbor__cancel(arbor_engine *e, pnode *pn);
+void arbor__discarded(arbor_engine *e, pnode *pn);
 
 /* loop.c */
 void arbor__need_drain(arbor_engine *e);

@@ -1,69 +1,72 @@
-/* lifecycle.h: the lifecycle gates in the engine (L0-L8). Each parent that
- * has children keeps a coordinator (the pure machine of gate.h); this file
- * keeps its counts up to date as children change, evaluates it once per
- * change (deferred to the end of the current step, never polled), and acts
- * on it: starts children whose gate opened, winds down (retires sidecars,
- * L4), runs poststop children before a stopping parent is told (L3).
+/* lifecycle.h: the lifecycle gates in the engine (L0-L8).
+ *
+ * A parent gets a coordinator (core/coord.h, pure) at its first child that
+ * is not a plain main one. The engine reports to it from one place, the
+ * transition funnel (transition.c), and this file performs what it
+ * answers: starts children whose gate opened, retires them (L4), runs
+ * poststop children before a stopping parent is told (L3) and bounds them.
+ * A parent without a coordinator does no lifecycle work at all.
+ *
+ * The five call points between the engine and a coordinator:
+ *   1. adding a child            arbor_lc_register     (l_ctx.c)
+ *   2. a change in a node's life arbor__lc_report/parent (transition.c)
+ *   3. the drain                 arbor__lc_run         (processor.c)
+ *   4. the ordered stop          arbor__lc_poststop_first (processor.c)
+ *   5. starting a child          arbor__lc_hold_at_gate (processor.c)
  */
 #ifndef ARBOR_LIFECYCLE_H
 #define ARBOR_LIFECYCLE_H
 
-#include "core/gate.h"
+#include "core/coord.h"
 #include "engine/processor.h"
 
-typedef struct arbor_pcoord {
-  arbor_coord c;
-  pnode *owner;
-  struct arbor_pcoord *next; /* in the engine's queue of coordinators */
-  uint8_t queued;            /* in the queue (holds a node reference) */
-  uint8_t dirty;             /* an input changed since the last evaluation */
-  uint8_t busy;              /* being evaluated */
-  uint8_t recount;           /* phases to be recomputed (parent canceled) */
-  uint8_t wound;             /* wind-down retirements done */
-  uint8_t added;             /* a child was added since */
-  uint8_t cause;             /* why it winds down (lifecycle.c) */
-} arbor_pcoord;
-
-/* Checks that a child with lifecycle bits lc (ARBOR_LC_*) may be added to
-   parent now: NULL, or what is wrong (L0). */
-const char *arbor_lc_check_add(pnode *parent, unsigned lc);
-/* Counts a new child (its n.lc set) in its parent's coordinator, made at
-   the parent's first child. */
+/* NULL when a child with lifecycle bits lc (ARBOR_LC_*) may be added to
+   parent now, else the name of its gate, which never opens again (L0). A
+   parent of plain children gets its coordinator here, at the first child
+   that needs one: it starts from what its children do now. */
+const char *arbor_lc_check_add(arbor_engine *e, pnode *parent, unsigned lc);
+/* Counts a new child (its pn->lc set, the last of its parent's) in its
+   parent's coordinator, made now when it is the first that needs one. */
 void arbor_lc_register(arbor_engine *e, pnode *child);
-/* 1 when the new child's gate is open now (start it); 0 when it waits
-   behind a closed gate (marked blocked). */
-int arbor_lc_admit(arbor_engine *e, pnode *child);
-/* The coordinator state of pn, or NULL when pn has no children yet in this
-   incarnation. */
+/* 1 when the new child may start now; 0 when it waits behind its closed
+   gate. */
+int arbor_lc_admit(pnode *child);
+/* The coordinator state of pn, or NULL when pn has none. */
 const char *arbor_lc_state(const pnode *pn);
-/* 1 when pn's coordinator orders any child that is not a plain main one
-   (prestart, poststart, poststop or sidecar children). */
+/* 1 when pn's coordinator orders any child that is not a plain main one. */
 int arbor_lc_gated(const pnode *pn);
 /* 1 when pn is blocked behind a closed gate. */
 int arbor_lc_blocked(const pnode *pn);
 const char *arbor_lc_name(unsigned lc);
 
-/* Engine-side hooks (processor.c, loop.c). */
-void arbor__lc_touch(arbor_engine *e, pnode *pn);   /* pn may have changed */
-void arbor__lc_exited(arbor_engine *e, pnode *pn);  /* after pn's exit */
+/* The funnel's reports (transition.c): what happened to child, and to the
+   parent pn. Nothing happens without a coordinator. */
+void arbor__lc_report(arbor_engine *e, pnode *child, arbor_co_child_event ev);
+void arbor__lc_parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev);
+/* pn's first step ended: its children may start. */
+void arbor__lc_stepped(arbor_engine *e, pnode *pn);
+/* pn starts a new incarnation: its coordinator, if any, goes with the
+   children it had. */
+void arbor__lc_restarted(arbor_engine *e, pnode *pn);
+/* The tree's cancellation leaves these out (L3). */
+int arbor__lc_exempt(const arbor_node *n, void *ud);
 /* pn is about to start: 1 when its gate is closed, so it waits (blocked)
    instead, e.g. a restart of a child that was canceled while blocked. */
 int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn);
-void arbor__lc_started(arbor_engine *e, pnode *pn); /* a new incarnation */
-void arbor__lc_stepped(arbor_engine *e, pnode *pn); /* first step ended */
-void arbor__lc_canceled(arbor_engine *e, pnode *pn);
-void arbor__lc_detached(pnode *pn);
-void arbor__lc_free(pnode *pn);
-/* pn stops and none of its children runs: 1 when its poststop children
-   were started first (L3), so the caller looks again. */
+/* pn stops and none of its children runs: 1 when it has poststop children
+   waiting, which were started first (L3), so the caller looks again. */
 int arbor__lc_poststop_first(arbor_engine *e, pnode *pn);
+/* A poststop child that ended while its parent stops: what it left running
+   or waiting stops now. */
+void arbor__lc_poststop_ended(arbor_engine *e, pnode *pn);
 /* A poststop child running for a stopping parent: bounded by its shutdown
    time. */
 void arbor__lc_bound(arbor_engine *e, pnode *pn);
 void arbor__lc_bound_fired(arbor_engine *e, pnode *pn);
-/* Evaluates the queued coordinators. */
+/* Performs what the coordinators reported to since the last run answer. */
 void arbor__lc_run(arbor_engine *e);
 /* Drops the queue (the engine closes). */
 void arbor__lc_clear(arbor_engine *e);
+void arbor__lc_free(pnode *pn);
 
 #endif

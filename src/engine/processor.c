@@ -104,11 +104,6 @@ void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
 
 /* ---- starting incarnations ------------------------------------------ */
 
-void arbor__set_reason(arbor_engine *e, arbor_str *r) {
-  arbor_str_unref(e->reason);
-  e->reason = r;
-}
-
 void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
   if (arbor__lc_hold_at_gate(e, pn)) return; /* L7: gates control starting */
@@ -119,9 +114,8 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
     pn->restarts++;
     e->restarts++;
   }
-  arbor_tree_start(&pn->n);
-  pn->pflags &= PN_INLIST;
-  arbor__lc_started(e, pn);
+  pn->pflags &= PN_INLIST | PN_LC_QUEUED | PN_LC_BUSY;
+  arbor__started(e, pn, from);
   pn->wait = WAIT_NONE;
   pn->resume = RESUME_VALUES;
   pn->shield = 0;
@@ -141,8 +135,6 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
   arbor_push_ctx(co, pn);
   pn->nargs = 1;
-  arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
-       pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   arbor__enqueue(e, pn);
   arbor__group_release(e, pn);
 }
@@ -152,7 +144,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
 /* T6: a node that died has its own context canceled (its subtree stops,
    children first) and so have the other members of its group. */
 void arbor__spread_death(arbor_engine *e, pnode *pn) {
-  arbor_tree_cancel(&pn->n);
+  arbor__cancel(e, pn);
   arbor__stop_advance(e, pn);
   /* First cancel every member; members that had already exited are then
      decided one by one. A decision can restructure the tree (an escalation
@@ -161,7 +153,7 @@ void arbor__spread_death(arbor_engine *e, pnode *pn) {
   size_t exited = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
     if (!arbor__group_spreads(pn, (pnode *)g)) continue;
-    arbor_tree_cancel(g);
+    arbor__cancel(e, (pnode *)g);
     arbor__stop_advance(e, (pnode *)g);
     if (g->live == 0) exited++;
   }
@@ -277,10 +269,9 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   } else if (s == ARBOR_CANCELED && reason && !declared) {
     arbor_str_set(&pn->error, reason);
   }
-  arbor__set_reason(e, reason);
   arbor_str_unref(trace);
-  arbor_tree_exit(&pn->n, s);
-  arbor__set_reason(e, NULL);
+  arbor__exited(e, pn, s, reason);
+  arbor_str_unref(reason);
   if (s == ARBOR_DEAD && !declared) arbor__spread_death(e, pn);
   if (s == ARBOR_DONE) arbor__significant_done(e, pn);
   arbor__group_release(e, pn); /* exited for good: the next member may start */
@@ -301,7 +292,7 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
   arbor_node_ref(a = &pn->n); /* a decision may discard pn */
   arbor_node *cand = arbor_gc_candidate(a);
   if (cand) arbor__decide(e, (pnode *)cand);
-  arbor__lc_exited(e, pn); /* maybe given up: its parent's gates */
+  arbor__lc_poststop_ended(e, pn);
   arbor_node_unref(a);
 }
 
@@ -372,7 +363,7 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
 }
 
 void arbor_engine_cancel(arbor_engine *e, pnode *pn) {
-  arbor_tree_cancel(&pn->n);
+  arbor__cancel(e, pn);
   arbor__stop_advance(e, pn);
   if (pn->n.live == 0) arbor__after_exit(e, pn);
 }
@@ -383,12 +374,10 @@ void arbor_engine_hold(arbor_engine *e, pnode *pn) {
     /* a delayed restart: it will not happen */
     arbor_timers_disarm(&e->timers, &pn->wake);
     pn->n.flags &= (uint8_t)~ARBOR_F_PENDING;
-    arbor__set_reason(e, arbor_str_lit("held"));
-    arbor_tree_set_state(&pn->n, ARBOR_CANCELED);
-    arbor__set_reason(e, NULL);
+    arbor__set_state(e, pn, ARBOR_CANCELED, e->r_held);
   }
   arbor_engine_cancel(e, pn);
-  arbor__lc_touch(e, pn);
+  arbor__held(e, pn);
 }
 
 void arbor_engine_stop(arbor_engine *e) {
@@ -444,27 +433,13 @@ int arbor_engine_fail(arbor_engine *e, pnode *pn) {
 
 /* ---- tree hooks ----------------------------------------------------- */
 
-static void hook_state(arbor_node *n, arbor_state from, void *ud) {
-  arbor_engine *e = ud;
-  pnode *pn = (pnode *)n;
-  if (from == (arbor_state)n->state) return;
-  if (n->state == ARBOR_CANCELED && !arbor_node_running(n))
-    arbor_timers_disarm(&e->timers, &pn->wake); /* a pending start canceled */
-  arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, e->reason);
-  arbor__lc_touch(e, pn);
-}
-
-static void hook_canceled(arbor_node *n, void *ud) {
-  arbor__lc_canceled(ud, (pnode *)n);
-}
-
 /* A discarded node: its incarnation, Lua references and records go now;
    the memory stays while events or ctx objects reference it. */
 static void hook_detached(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
   pnode *pn = (pnode *)n;
   lua_State *L = e->L;
-  arbor__lc_detached(pn);
+  arbor__discarded(e, pn);
   arbor_proc_node_discarded(pn);
   arbor_timers_disarm(&e->timers, &pn->wake);
   if (pn->stop) {
@@ -586,7 +561,7 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
     if (n->state != ARBOR_NEW) return "healthy";
     pn->consecutive = 0;
     pn->healthy_at = arbor__step_time(e);
-    arbor_tree_set_state(n, ARBOR_HEALTHY);
+    arbor__set_state(e, pn, ARBOR_HEALTHY, NULL);
     arbor__group_release(e, pn); /* an ordered successor may start */
     return NULL;
   }
@@ -594,7 +569,7 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
     if (n->state != ARBOR_HEALTHY) return "done";
     pn->consecutive = 0;
     pn->done = 1;
-    arbor_tree_set_state(n, ARBOR_DONE);
+    arbor__set_state(e, pn, ARBOR_DONE, NULL);
     return NULL;
   }
   return "unknown";
@@ -681,7 +656,7 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   int status = lua_resume(co, e->L, nargs, &nres);
   int runaway = arbor_watchdog_leave(co);
   e->current = prev;
-  if (!(pn->pflags & PN_STEPPED)) arbor__lc_stepped(e, pn);
+  if (!(pn->pflags & PN_STEPPED)) arbor__stepped(e, pn);
   if (runaway && status == LUA_YIELD) { /* the watchdog's hook yielded */
     lua_pop(co, nres);
     arbor_watchdog_push_error(co);
@@ -757,7 +732,8 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
                                size_t ring_cap) {
   arbor_engine *e = calloc(1, sizeof *e);
   if (!e) return NULL;
-  arbor_hooks hooks = {hook_canceled, hook_state, hook_release, e, hook_detached};
+  arbor_hooks hooks = {.release = hook_release, .detached = hook_detached,
+                       .ud = e};
   if (arbor_tree_init(&e->tree, sizeof(pnode), &hooks) < 0 ||
       arbor_ring_init(&e->ring, ring_cap, ARBOR_RING_BYTES) < 0) {
     arbor_tree_close(&e->tree);
@@ -783,6 +759,9 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->r_stop = arbor_str_lit("stop");
   e->r_escalate = arbor_str_lit("escalate");
   e->r_forced = arbor_str_lit("forced");
+  e->r_held = arbor_str_lit("held");
+  e->r_retired = arbor_str_lit("retired by the coordinator (L4)");
+  e->r_blocked = arbor_str_lit("blocked at its lifecycle gate");
   e->settle_limit = 10000000;
   e->runaway = 10.0;
   e->t0 = uv_hrtime();
@@ -824,12 +803,14 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_str_unref(e->gave_up_reason);
   arbor_str_unref(e->first_forced);
   arbor_str_unref(e->first_killed);
-  arbor_str_unref(e->reason);
   arbor_str_unref(e->r_start);
   arbor_str_unref(e->r_restart);
   arbor_str_unref(e->r_stop);
   arbor_str_unref(e->r_escalate);
   arbor_str_unref(e->r_forced);
+  arbor_str_unref(e->r_held);
+  arbor_str_unref(e->r_retired);
+  arbor_str_unref(e->r_blocked);
   if (e->loop) {
     /* the loop is the state's (home.c): close only the engine's handles */
     arbor_exec_engine_free(e);

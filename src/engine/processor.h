@@ -43,6 +43,9 @@ enum {
   PN_PROCS = 1u << 9,    /* the incarnation started processes (exec.c) */
   PN_NOPOOL = 1u << 10,  /* its thread may have hooks disabled (it died of
                             the watchdog's error): not reused */
+  PN_LC_QUEUED = 1u << 11, /* its coordinator waits to be answered
+                              (lifecycle.c; holds a node reference) */
+  PN_LC_BUSY = 1u << 12,   /* its coordinator's answer is being performed */
 };
 
 /* Per-node strategy flags (pnode.gflags), set when the node is created:
@@ -101,7 +104,9 @@ typedef struct pnode {
   arbor_timer wake;    /* sleep, or a delayed restart */
   struct pnode *ready_next;
   pnode_stop *stop;    /* NULL until first stopped */
-  struct arbor_pcoord *coord; /* lifecycle coordinator, made at the first child */
+  struct arbor_coord *coord; /* lifecycle coordinator of its children, made
+                                at the first child that needs one */
+  struct pnode *lc_next;     /* in the engine's queue of coordinators */
   arbor_str *error, *trace;
   double healthy_at;   /* engine time the incarnation became HEALTHY, or -1 */
   pnode_hist *failures; /* failure history, lazily allocated */
@@ -122,6 +127,8 @@ typedef struct pnode {
   uint8_t nfail, fail_start;
   uint8_t gflags;      /* GF_*: group strategy, significant, auto_shutdown */
   uint8_t decision;    /* DECISION_* of the last policy decision */
+  uint8_t lc;          /* its lifecycle (ARBOR_LC_* of core/gate.h) */
+  uint32_t co_slot;    /* its slot in the parent's coordinator, if any */
 } pnode;
 
 /* The outbox's capacity unless the engine's `outbox` option says. */
@@ -178,8 +185,9 @@ struct arbor_engine {
   unsigned killed_in_stop;  /* processes SIGKILLed while the tree stopped */
   arbor_str *first_killed;  /* "DN, pid N" of the first of them (exec.c) */
   arbor_str *gave_up_reason;
-  arbor_str *reason;     /* reason for the next state event */
-  arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced;
+  /* reasons of fixed text */
+  arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced, *r_held,
+      *r_retired, *r_blocked;
   arbor_ring outbox;     /* events not yet delivered to subscribers */
   size_t outbox_cap;     /* its capacity, allocated at the first subscribe */
   uint64_t delivered;    /* events up to this seq were delivered or missed */
@@ -199,7 +207,7 @@ struct arbor_engine {
   int ctx_mt_ref;         /* the ctx metatable (arbor_ctx_mt_ref) */
   const void *ctx_mt;     /* and its address */
   /* lifecycle coordinators to evaluate (lifecycle.c), and counters */
-  struct arbor_pcoord *lc_head, *lc_tail;
+  struct pnode *lc_head, *lc_tail;
   uint64_t lc_evals, lc_moves, lc_changes;
 };
 

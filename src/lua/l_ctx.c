@@ -273,7 +273,7 @@ static void read_lifecycle_opt(lua_State *L, pnode *parent,
 /* Raises when a child behind o's gate could never start now (L0). */
 static void check_gate(lua_State *L, pnode *parent, const arbor_child_opts *o,
                        const char *what, const char *name, size_t len) {
-  const char *gate = arbor_lc_check_add(parent, o->lc);
+  const char *gate = arbor_lc_check_add(pn_engine(parent), parent, o->lc);
   if (!gate) return;
   arbor_dn_error(L, parent,
                  "%s: cannot add %s child '%s': the coordinator is in state "
@@ -364,7 +364,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
   c->shutdown = o->shutdown;
   c->gflags = (uint8_t)o->gflags;
-  c->n.lc = (uint8_t)o->lc;
+  c->lc = (uint8_t)o->lc;
   arbor_lc_register(e, c);
   return c;
 }
@@ -377,7 +377,7 @@ static void launch(pnode *c) {
     arbor_str_unref(r);
     return;
   }
-  if (arbor_lc_admit(pn_engine(c), c)) arbor_engine_start(pn_engine(c), c);
+  if (arbor_lc_admit(c)) arbor_engine_start(pn_engine(c), c);
 }
 
 static int ctx_run(lua_State *L) {

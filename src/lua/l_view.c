@@ -143,8 +143,8 @@ field(view *v, pnode *pn, int f, value *out) {
     if (!pn->error) break;
     return set_str(out, pn->error->s, pn->error->len);
   case F_BLOCKED: return set_bool(out, arbor_lc_blocked(pn));
-  case F_LIFECYCLE: s = arbor_lc_name(n->lc); break;
-  case F_SIDECAR: return set_bool(out, n->lc & ARBOR_LC_SIDECAR);
+  case F_LIFECYCLE: s = arbor_lc_name(pn->lc); break;
+  case F_SIDECAR: return set_bool(out, pn->lc & ARBOR_LC_SIDECAR);
   case F_COORDINATOR: s = arbor_lc_state(pn); break;
   case F_GATED:
     if (!arbor_lc_state(pn)) break;
@@ -153,7 +153,7 @@ field(view *v, pnode *pn, int f, value *out) {
   case F_TRACEBACK:
     if (!pn->trace) break;
     return set_str(out, pn->trace->s, pn->trace->len);
-  case F_RETIRED: return set_bool(out, n->lc & ARBOR_LC_RETIRED);
+  case F_RETIRED: return set_bool(out, n->flags & ARBOR_F_RETIRED);
   case F_RUNNING: return set_bool(out, running);
   case F_CANCELED: return set_bool(out, arbor_node_canceled(n));
   case F_HELD: return set_bool(out, n->flags & ARBOR_F_HELD);

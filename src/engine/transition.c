@@ -1,0 +1,107 @@
+/* transition.c: the one funnel for every change in a node's life.
+ *
+ * Each function updates the tree, emits the event (its reason is an
+ * argument) and reports to the parent's lifecycle coordinator, when the
+ * parent has one (lifecycle.c). Nothing else in the engine sets a node's
+ * state, starts or ends an incarnation, or cancels a context.
+ */
+#include "engine/internal.h"
+#include "engine/lifecycle.h"
+
+/* How the parent's coordinator sees a running node whose state is s. */
+static arbor_co_child_event running_event(arbor_state s) {
+  return s == ARBOR_NEW    ? ARBOR_CO_STARTED
+         : s == ARBOR_DONE ? ARBOR_CO_SIGNALED_DONE
+                           : ARBOR_CO_READY;
+}
+
+/* How it sees a node that does not run (exited, or its start will not
+   come): exited for good, DONE, or to be restarted. */
+static arbor_co_child_event exit_event(const arbor_node *n) {
+  if (n->incarnation == 0) return ARBOR_CO_EXIT_FAILED; /* canceled first */
+  int done = n->state == ARBOR_DONE;
+  if (done && !arbor_node_canceled(n)) return ARBOR_CO_EXIT_DONE;
+  /* no restart: retired, held (its policy gave up), or under a canceled
+     parent (T8) */
+  if ((n->flags & (ARBOR_F_RETIRED | ARBOR_F_HELD)) ||
+      arbor_node_canceled(n->parent))
+    return done ? ARBOR_CO_EXIT_DONE : ARBOR_CO_EXIT_FAILED;
+  return ARBOR_CO_EXIT_RETRY;
+}
+
+/* 1 when pn's parent has a coordinator to report to. */
+static int coordinated(const pnode *pn) {
+  const pnode *p = (const pnode *)pn->n.parent;
+  return p && p->coord;
+}
+
+/* After a change of pn's state or flags. */
+static void report(arbor_engine *e, pnode *pn) {
+  arbor_node *n = &pn->n;
+  if (coordinated(pn))
+    arbor__lc_report(e, pn, arbor_node_running(n)
+                                ? running_event((arbor_state)n->state)
+                                : exit_event(n));
+  if (pn->coord && arbor_node_canceled(n))
+    arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+}
+
+void arbor__started(arbor_engine *e, pnode *pn, arbor_state from) {
+  arbor_tree_start(&pn->n);
+  if (pn->coord) arbor__lc_restarted(e, pn);
+  arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
+              pn->n.incarnation > 1 ? e->r_restart : e->r_start);
+  if (coordinated(pn)) arbor__lc_report(e, pn, ARBOR_CO_STARTED);
+}
+
+void arbor__set_state(arbor_engine *e, pnode *pn, arbor_state to,
+                      arbor_str *reason) {
+  arbor_state from = arbor_tree_set_state(&pn->n, to);
+  if (from == to) return;
+  if (to == ARBOR_CANCELED && !arbor_node_running(&pn->n))
+    arbor_timers_disarm(&e->timers, &pn->wake); /* a pending start canceled */
+  arbor__emit(e, pn, ARBOR_EV_STATE, from, to, reason);
+  /* a start held at its closed gate reports itself (lifecycle.c) */
+  if (arbor_node_running(&pn->n) || pn->n.incarnation > 0 ||
+      to != ARBOR_NEW)
+    report(e, pn);
+}
+
+void arbor__exited(arbor_engine *e, pnode *pn, arbor_state s,
+                   arbor_str *reason) {
+  arbor_state from = arbor_tree_exit(&pn->n, s);
+  if (from != (arbor_state)pn->n.state)
+    arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)pn->n.state, reason);
+  report(e, pn);
+}
+
+void arbor__held(arbor_engine *e, pnode *pn) {
+  if (!arbor_node_running(&pn->n)) report(e, pn);
+}
+
+void arbor__stepped(arbor_engine *e, pnode *pn) {
+  pn->pflags |= PN_STEPPED;
+  arbor__lc_stepped(e, pn);
+}
+
+/* The tree tells of each context it cancels. */
+static void canceled(arbor_node *n, arbor_state from, void *ud) {
+  arbor_engine *e = ud;
+  pnode *pn = (pnode *)n;
+  if (from != (arbor_state)n->state) { /* a pending start dropped */
+    if (!arbor_node_running(n)) arbor_timers_disarm(&e->timers, &pn->wake);
+    arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, NULL);
+    if (coordinated(pn)) arbor__lc_report(e, pn, exit_event(n));
+  }
+  if (pn->coord) arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+}
+
+void arbor__cancel(arbor_engine *e, pnode *pn) {
+  arbor_tree_cancel(&pn->n, arbor__lc_exempt, canceled, e);
+}
+
+void arbor__discarded(arbor_engine *e, pnode *pn) {
+  pnode *p = (pnode *)pn->n.parent;
+  if (p && p->coord) arbor_coord_child(p->coord, pn->co_slot, ARBOR_CO_DISCARDED);
+  arbor__lc_free(pn);
+}
