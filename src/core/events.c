@@ -88,7 +88,7 @@ void arbor_ring_copy(arbor_ring *r, const arbor_event *ev) {
   double delay = ev->delay;
   arbor_ring_push(r, ev->time, ev->node, (arbor_event_kind)ev->kind,
                   (arbor_state)ev->from, (arbor_state)ev->to, ev->reason);
-  arbor_event *e = &r->ev[(r->start + r->len - 1) % r->cap];
+  arbor_event *e = arbor_ring_newest(r);
   e->seq = seq;
   e->incarnation = ev->incarnation;
   e->delay = delay;

@@ -58,6 +58,11 @@ void arbor_ring_close(arbor_ring *r);
 uint64_t arbor_ring_push(arbor_ring *r, double time, arbor_node *node,
                          arbor_event_kind kind, arbor_state from,
                          arbor_state to, arbor_str *reason);
+/* The event pushed last (the ring is not empty). */
+static inline arbor_event *arbor_ring_newest(arbor_ring *r) {
+  size_t i = r->start + r->len - 1;
+  return &r->ev[i >= r->cap ? i - r->cap : i];
+}
 /* Appends a copy of ev, keeping its seq (and taking references); the ring's
    next_seq follows it. Drops the oldest as arbor_ring_push does. A ring
    filled with copies is read by position (ev[], start, len); arbor_ring_get

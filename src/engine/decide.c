@@ -16,20 +16,6 @@
 
 /* ---- policies (P1-P3) ----------------------------------------------- */
 
-/* Calls the function on top of L with nargs under the time budget (the
-   watchdog interrupts it past e->budget seconds). A count hook would be
-   deterministic, but it makes every Lua instruction of every policy call
-   several times dearer, and policies run at every restart.
-   [-(nargs+1), +1, -]: pushes the result or the error message. */
-int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
-  arbor_watch saved;
-  arbor_watchdog_push(&saved, L, e->budget,
-                      "time budget exceeded: ran %d ms (limit %d ms)");
-  int st = lua_pcall(L, nargs, 1, 0);
-  arbor_watchdog_pop(&saved, L);
-  return st;
-}
-
 /* [-0, +1, m] pn's recent failure times, oldest first, as a new table. */
 static void push_failures(lua_State *L, pnode *pn) {
   lua_createtable(L, pn->nfail, 0);

@@ -1,4 +1,5 @@
-/* defer.c: ctx:defer(v): v runs when the incarnation ends, for any reason
+/* defer.c: what ctx:defer(v) records (lua/l_defer.c) runs when the
+ * incarnation ends, for any reason
  * (return, error, cancellation, a forced close, the engine closing). v is a
  * function, or a value with a __close metamethod (a process handle, a luv
  * handle wrapped by the caller); they run last deferred first, after the
@@ -9,7 +10,6 @@
 #include <lauxlib.h>
 
 #include "engine/internal.h"
-#include "lua/l_arbor.h"
 
 /* registry[&defers_key] = { [lightuserdata pn] = {v1, v2, ...} } */
 static const char defers_key = 'd';
@@ -24,7 +24,7 @@ static void push_defers(lua_State *L) {
 }
 
 /* Records v (at idx) to run when pn's incarnation ends. */
-static void defer_push(lua_State *L, pnode *pn, int idx) {
+void arbor_defer_push(lua_State *L, pnode *pn, int idx) {
   idx = lua_absindex(L, idx);
   push_defers(L);
   if (lua_rawgetp(L, -1, pn) != LUA_TTABLE) {
@@ -75,24 +75,4 @@ void arbor__run_defers(arbor_engine *e, pnode *pn) {
   }
   arbor__current = prev;
   lua_settop(L, list - 2);
-}
-
-/* ctx:defer(v): v runs when this incarnation ends. Returns v. */
-static int ctx_defer(lua_State *L) {
-  pnode *pn = arbor_check_ctx(L, 1);
-  if (!lua_isfunction(L, 2) &&
-      luaL_getmetafield(L, 2, "__close") == LUA_TNIL)
-    return arbor_dn_error(L, pn,
-                          "ctx:defer(v): want a function or a value with a "
-                          "__close metamethod, got %s",
-                          luaL_typename(L, 2));
-  lua_settop(L, 2);
-  defer_push(L, pn, 2);
-  return 1;
-}
-
-/* [-0, +0, m] adds defer to the ctx methods table on top. */
-void arbor_open_defer(lua_State *L) {
-  lua_pushcfunction(L, ctx_defer);
-  lua_setfield(L, -2, "defer");
 }

@@ -1,82 +1,139 @@
-/* deliver.c: events as Lua tables, for the subscribers (loop.c delivers
- * them) and for e:events (lua/l_view.c); and the node DN cache they and
- * the log sink share.
- */
-#include <lauxlib.h>
-#include <stdio.h>
-
-#include "core/gate.h"
+/* deliver.c: on_event subscribers (T14): each event once, in order, as a
+ * table, to each subscriber under the time budget of user code; events
+ * that left the outbox before they could be delivered are counted and
+ * delivered as one gap marker. */
 #include "engine/internal.h"
 
-void arbor__push_dn(arbor_engine *e, lua_State *L, pnode *pn) {
-  if (e->dn_pn == pn) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, e->dn_ref);
+#include <lauxlib.h>
+#include <stdlib.h>
+
+/* Subscribers live in an array in subscription order; a removed one is
+   marked (LUA_NOREF) and swept out when no delivery walks the array, so a
+   delivery walks only the subscribers there are, however many came and
+   went before. */
+
+uint64_t arbor__subscribe(arbor_engine *e, int ref) {
+  if (!e->outbox.ev &&
+      arbor_ring_init(&e->outbox, e->outbox_cap, e->ring.max_bytes) < 0)
+    return 0;
+  if (e->nsubs == e->subs_cap) {
+    size_t cap = e->subs_cap ? 2 * e->subs_cap : 4;
+    arbor_sub *subs = realloc(e->subs, cap * sizeof *subs);
+    if (!subs) return 0;
+    e->subs = subs;
+    e->subs_cap = cap;
+  }
+  if (e->nsubs == 0) { /* nothing is owed: the outbox starts at the next */
+    arbor_ring_clear(&e->outbox);
+    e->outbox.next_seq = e->ring.next_seq;
+    e->delivered = e->ring.next_seq - 1;
+  }
+  e->subs[e->nsubs++] = (arbor_sub){ref, ++e->sub_ids, e->ring.next_seq};
+  return e->sub_ids;
+}
+
+/* Drops the removed subscribers from the array, keeping the order; with
+   none left, the outbox lets its events go. */
+static void sweep(arbor_engine *e) {
+  size_t k = 0;
+  for (size_t i = 0; i < e->nsubs; i++)
+    if (e->subs[i].ref != LUA_NOREF) e->subs[k++] = e->subs[i];
+  e->nsubs = k;
+  if (k == 0) arbor_ring_clear(&e->outbox);
+}
+
+static void remove_sub(arbor_engine *e, arbor_sub *sub) {
+  luaL_unref(e->L, LUA_REGISTRYINDEX, sub->ref);
+  sub->ref = LUA_NOREF;
+  if (!e->delivering) sweep(e);
+}
+
+void arbor__unsubscribe(arbor_engine *e, uint64_t id) {
+  size_t lo = 0, hi = e->nsubs; /* ids increase along the array */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (e->subs[mid].id < id)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < e->nsubs && e->subs[lo].id == id && e->subs[lo].ref != LUA_NOREF)
+    remove_sub(e, &e->subs[lo]);
+}
+
+void arbor__subscribers_free(arbor_engine *e) {
+  for (size_t i = 0; i < e->nsubs; i++)
+    luaL_unref(e->L, LUA_REGISTRYINDEX, e->subs[i].ref);
+  free(e->subs);
+  e->subs = NULL;
+  e->nsubs = e->subs_cap = 0;
+}
+
+/* Calls subscriber i with the table on top of e->L [-1, +0, -]; one that
+   raises (or runs past its budget) is removed and the removal logged. */
+static void call_sub(arbor_engine *e, size_t i) {
+  lua_State *L = e->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->subs[i].ref);
+  lua_insert(L, -2);
+  if (arbor__budget_call(e, L, 1) == LUA_OK) {
+    lua_pop(L, 1);
     return;
   }
-  arbor_push_dn(L, &pn->n);
-  lua_pushvalue(L, -1);
-  if (e->dn_ref == LUA_NOREF)
-    e->dn_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  else
-    lua_rawseti(L, LUA_REGISTRYINDEX, e->dn_ref);
-  e->dn_pn = pn;
+  arbor_str *msg = arbor__error_message(e, L, NULL);
+  arbor_str *why = arbor_str_fmt("on_event subscriber removed: %s",
+                                 msg ? msg->s : "(error)");
+  arbor_str_unref(msg);
+  lua_pop(L, 1);
+  remove_sub(e, &e->subs[i]); /* the call may have moved the array */
+  arbor_engine_log(e, (pnode *)e->tree.root, why);
+  arbor_str_unref(why);
 }
 
-static void setint(lua_State *L, const char *k, lua_Integer v) {
-  lua_pushinteger(L, v);
-  lua_setfield(L, -2, k);
-}
-
-static void setnum(lua_State *L, const char *k, double v) {
-  lua_pushnumber(L, v);
-  lua_setfield(L, -2, k);
-}
-
-void arbor_push_event_table(arbor_engine *e, lua_State *L,
-                            const arbor_event *ev) {
-  static const char *const kinds[] = {"state", "policy", "coordinator"};
-  lua_createtable(L, 0, 8);
-  setint(L, "seq", (lua_Integer)ev->seq);
-  setnum(L, "time", ev->time);
-  arbor__push_dn(e, L, (pnode *)ev->node);
-  lua_setfield(L, -2, "dn");
-  setint(L, "incarnation", (lua_Integer)ev->incarnation);
-  lua_pushstring(L, kinds[ev->kind]);
-  lua_setfield(L, -2, "kind");
-  if (ev->kind == ARBOR_EV_STATE) {
-    lua_pushstring(L, arbor_state_name((arbor_state)ev->from));
-    lua_setfield(L, -2, "from");
-    lua_pushstring(L, arbor_state_name((arbor_state)ev->to));
-    lua_setfield(L, -2, "to");
-  } else if (ev->kind == ARBOR_EV_COORDINATOR) {
-    lua_pushstring(L, arbor_gate_state_name((arbor_gate_state)ev->from));
-    lua_setfield(L, -2, "from");
-    lua_pushstring(L, arbor_gate_state_name((arbor_gate_state)ev->to));
-    lua_setfield(L, -2, "to");
-  }
-  if (ev->reason) {
-    lua_pushlstring(L, ev->reason->s, ev->reason->len);
-    lua_setfield(L, -2, "reason");
-  } else if (ev->delay == 0) { /* the common case, without snprintf */
-    lua_pushliteral(L, "restart in 0s");
-    lua_setfield(L, -2, "reason");
-    setnum(L, "delay", ev->delay);
-  } else if (ev->delay > 0) {
-    char r[64];
-    snprintf(r, sizeof r, "restart in %.6gs", ev->delay);
-    lua_pushstring(L, r);
-    lua_setfield(L, -2, "reason");
-    setnum(L, "delay", ev->delay);
+/* Tells each subscriber owed some of the events first..last that they left
+   the outbox before their turn. */
+static void deliver_gap(arbor_engine *e, uint64_t first, uint64_t last) {
+  e->events_missed += last - first + 1;
+  for (size_t i = 0; i < e->nsubs; i++) {
+    if (e->subs[i].ref == LUA_NOREF || e->subs[i].from > last) continue;
+    uint64_t from = e->subs[i].from > first ? e->subs[i].from : first;
+    arbor_push_gap_table(e->L, from, last, arbor__step_time(e));
+    call_sub(e, i);
   }
 }
 
-void arbor_push_gap_table(lua_State *L, uint64_t first, uint64_t last,
-                          double time) {
-  lua_createtable(L, 0, 5);
-  lua_pushliteral(L, "gap");
-  lua_setfield(L, -2, "kind");
-  setint(L, "missed", (lua_Integer)(last - first + 1));
-  setint(L, "first", (lua_Integer)first);
-  setint(L, "last", (lua_Integer)last);
-  setnum(L, "time", time);
+/* Delivers the events emitted since the last delivery, in order, each to the
+   subscribers owed it; events the subscribers emit meanwhile are delivered
+   in this same pass. Those that left the outbox (more than it holds in one
+   pass) become one gap marker per run of them. */
+void arbor__deliver_events(arbor_engine *e) {
+  if (!e->nsubs || e->delivering || e->delivered + 1 >= e->ring.next_seq)
+    return;
+  e->delivering = 1;
+  arbor_engine *prev = arbor__current;
+  arbor__current = e;
+  while (e->delivered + 1 < e->ring.next_seq) {
+    uint64_t s = e->delivered + 1, first = arbor_ring_first(&e->outbox);
+    if (s < first) {
+      e->delivered = first - 1;
+      deliver_gap(e, s, first - 1);
+      continue;
+    }
+    /* a copy: the calls may push the event out of the outbox */
+    arbor_event ev = *arbor_ring_get(&e->outbox, s);
+    arbor_node_ref(ev.node);
+    arbor_str_ref(ev.reason);
+    e->delivered = s;
+    for (size_t i = 0; i < e->nsubs; i++) {
+      if (e->subs[i].ref == LUA_NOREF || e->subs[i].from > s) continue;
+      arbor_push_event_table(e, e->L, &ev);
+      call_sub(e, i);
+    }
+    arbor_node_unref(ev.node);
+    arbor_str_unref(ev.reason);
+  }
+  arbor_ring_clear(&e->outbox);
+  e->delivering = 0;
+  sweep(e);
+  arbor__current = prev;
 }
+

@@ -20,14 +20,25 @@ static inline void arbor__step_begin(arbor_engine *e) {
   if (!e->virtual_clock) e->step_now = arbor_engine_now(e);
 }
 
-/* processor.c */
+/* clock.c */
+void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
+/* The loop is not to block in poll: there is work for the drain. */
+void arbor__need_drain(arbor_engine *e);
+void arbor__keep_polling(arbor_engine *e);
+
+/* emit.c */
 void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                        arbor_state from, arbor_state to, arbor_str *reason,
                        double delay);
 void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                  arbor_state from, arbor_state to, arbor_str *reason);
+
+/* processor.c */
 void arbor__enqueue(arbor_engine *e, pnode *pn);
-void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
+/* Takes pn out of the ready queue for good (it is discarded). */
+void arbor__unlink_ready(arbor_engine *e, pnode *pn);
+/* Ends pn's coroutine (its pending <close> variables run now). */
+void arbor__close_coroutine(arbor_engine *e, pnode *pn);
 void arbor__spread_death(arbor_engine *e, pnode *pn);
 void arbor__record_failure(arbor_engine *e, pnode *pn);
 void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
@@ -51,9 +62,10 @@ void arbor__cancel(arbor_engine *e, pnode *pn);
 void arbor__discarded(arbor_engine *e, pnode *pn);
 
 /* loop.c */
-void arbor__need_drain(arbor_engine *e);
 void arbor__force_close(arbor_engine *e, pnode *pn);
 void arbor__kill_all(arbor_engine *e);
+
+/* deliver.c */
 void arbor__deliver_events(arbor_engine *e);
 uint64_t arbor__subscribe(arbor_engine *e, int ref);
 void arbor__unsubscribe(arbor_engine *e, uint64_t id);
@@ -70,14 +82,14 @@ arbor_state arbor__auto_exit(pnode *pn, arbor_state s);
 void arbor__decide(arbor_engine *e, pnode *pn);
 int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);
 
-/* deliver.c: pn's DN; the last one pushed is kept as a Lua string, since
+/* event_table.c: pn's DN; the last one pushed is kept as a Lua string, since
    a node's events and log lines come in runs (an exit, its policy, the
    restart). [-0, +1, m] */
 void arbor__push_dn(arbor_engine *e, lua_State *L, pnode *pn);
-/* deliver.c: an event as a Lua table. [-0, +1, m] */
+/* event_table.c: an event as a Lua table. [-0, +1, m] */
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
-/* deliver.c: the gap marker of events first..last missed. [-0, +1, m] */
+/* event_table.c: the gap marker of events first..last missed. [-0, +1, m] */
 void arbor_push_gap_table(lua_State *L, uint64_t first, uint64_t last,
                           double time);
 

@@ -15,27 +15,6 @@ static arbor_gate gate_of(const pnode *pn) {
   return arbor_gate_of(pn->lc & ARBOR_LC_KIND, (pn->lc & ARBOR_LC_SIDECAR) != 0);
 }
 
-/* The coordinator pn reports to, or NULL. */
-static arbor_coord *parent_coord(const pnode *pn) {
-  const pnode *p = (const pnode *)pn->n.parent;
-  return p && !(pn->n.flags & ARBOR_F_DETACHED) ? p->coord : NULL;
-}
-
-/* ---- the queue of coordinators to answer ---------------------------- */
-
-static void queue(arbor_engine *e, pnode *p) {
-  if (p->pflags & PN_LC_QUEUED) return;
-  p->pflags |= PN_LC_QUEUED;
-  p->lc_next = NULL;
-  arbor_node_ref(&p->n);
-  if (e->lc_tail)
-    e->lc_tail->lc_next = p;
-  else
-    e->lc_head = p;
-  e->lc_tail = p;
-  arbor__need_drain(e);
-}
-
 void arbor__lc_clear(arbor_engine *e) {
   while (e->lc_head) {
     pnode *p = e->lc_head;
@@ -140,44 +119,6 @@ void arbor__lc_run(arbor_engine *e) {
   }
 }
 
-/* ---- reports -------------------------------------------------------- */
-
-void arbor__lc_report(arbor_engine *e, pnode *child, arbor_co_child_event ev) {
-  arbor_coord *co = parent_coord(child);
-  if (!co) return;
-  e->lc_changes++;
-  if (arbor_coord_child(co, child->co_slot, ev) & ARBOR_CO_FINISHED)
-    child->n.flags |= ARBOR_F_RETIRED; /* L5 */
-  if (arbor_coord_dirty(co)) queue(e, (pnode *)child->n.parent);
-}
-
-void arbor__lc_parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev) {
-  if (!pn->coord) return;
-  arbor_coord_parent(pn->coord, ev);
-  if (arbor_coord_dirty(pn->coord)) queue(e, pn);
-}
-
-void arbor__lc_restarted(arbor_engine *e, pnode *pn) {
-  arbor_coord *co = pn->coord;
-  if (!co) return;
-  arbor_gate_state s = arbor_coord_state(co);
-  if (s != ARBOR_CO_INIT) {
-    arbor_str *r = arbor_str_lit("parent restarted: from init again");
-    arbor__emit(e, pn, ARBOR_EV_COORDINATOR, (arbor_state)s,
-                (arbor_state)ARBOR_CO_INIT, r);
-    arbor_str_unref(r);
-  }
-  arbor_coord_free(co);
-  pn->coord = NULL;
-}
-
-int arbor__lc_exempt(const arbor_node *n, void *ud) {
-  (void)ud;
-  const pnode *pn = (const pnode *)n;
-  arbor_coord *co = parent_coord(pn);
-  return co && arbor_coord_exempt(co, pn->co_slot);
-}
-
 /* ---- children ------------------------------------------------------- */
 
 /* A plain child's place in a coordinator made after it: its phase now. */
@@ -226,7 +167,7 @@ const char *arbor_lc_check_add(arbor_engine *e, pnode *parent, unsigned lc) {
   arbor_coord *co = coord_for(parent, NULL);
   arbor_gate g = arbor_gate_of(lc & ARBOR_LC_KIND, (lc & ARBOR_LC_SIDECAR) != 0);
   int ok = arbor_coord_may_add(co, g);
-  if (arbor_coord_dirty(co)) queue(e, parent);
+  if (arbor_coord_dirty(co)) arbor__lc_queue(e, parent);
   return ok ? NULL : arbor_gate_name(g);
 }
 
@@ -243,7 +184,7 @@ void arbor_lc_register(arbor_engine *e, pnode *child) {
   if (before == ARBOR_CO_INIT && arbor_coord_state(co) != ARBOR_CO_INIT)
     answer(e, parent, 0);
   else if (arbor_coord_dirty(co))
-    queue(e, parent);
+    arbor__lc_queue(e, parent);
 }
 
 int arbor_lc_admit(pnode *child) {
@@ -252,12 +193,6 @@ int arbor_lc_admit(pnode *child) {
   return !arbor_coord_blocked(parent->coord, child->co_slot);
 }
 
-void arbor__lc_stepped(arbor_engine *e, pnode *pn) {
-  if (pn->coord)
-    arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STEPPED);
-  else if (pn->n.first)
-    queue(e, pn);
-}
 
 const char *arbor_lc_state(const pnode *pn) {
   return pn->coord ? arbor_gate_state_name(arbor_coord_state(pn->coord)) : NULL;
@@ -268,13 +203,13 @@ int arbor_lc_gated(const pnode *pn) {
 }
 
 int arbor_lc_blocked(const pnode *pn) {
-  arbor_coord *co = parent_coord(pn);
+  arbor_coord *co = arbor__lc_parent_coord(pn);
   return co && arbor_coord_blocked(co, pn->co_slot) &&
          (pn->n.flags & ARBOR_F_PENDING) && !arbor_node_running(&pn->n);
 }
 
 int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn) {
-  arbor_coord *co = parent_coord(pn);
+  arbor_coord *co = arbor__lc_parent_coord(pn);
   if (!co || arbor_coord_may_start(co, pn->co_slot)) return 0;
   arbor_node *n = &pn->n;
   arbor_timers_disarm(&e->timers, &pn->wake);
@@ -285,10 +220,6 @@ int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn) {
   return 1;
 }
 
-void arbor__lc_free(pnode *pn) {
-  arbor_coord_free(pn->coord);
-  pn->coord = NULL;
-}
 
 /* ---- poststop (L3) -------------------------------------------------- */
 

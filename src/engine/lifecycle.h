@@ -39,6 +39,10 @@ int arbor_lc_gated(const pnode *pn);
 int arbor_lc_blocked(const pnode *pn);
 const char *arbor_lc_name(unsigned lc);
 
+/* The coordinator pn reports to, or NULL (transition.c). */
+arbor_coord *arbor__lc_parent_coord(const pnode *pn);
+/* Queues p's coordinator to be answered at the drain (transition.c). */
+void arbor__lc_queue(arbor_engine *e, pnode *p);
 /* The funnel's reports (transition.c): what happened to child, and to the
    parent pn. Nothing happens without a coordinator. */
 void arbor__lc_report(arbor_engine *e, pnode *child, arbor_co_child_event ev);

@@ -17,48 +17,11 @@
 
 #include "proc/exec.h"
 #include "core/gc.h"
+#include "engine/ctx.h"
 #include "engine/home.h"
 #include "engine/lifecycle.h"
 #include "engine/watchdog.h"
 #include "core/window.h"
-
-/* The engine running the calling code, if any (set while draining). */
-arbor_engine *arbor__current;
-
-arbor_engine *arbor_engine_current(void) { return arbor__current; }
-
-double arbor_engine_step_time(arbor_engine *e) { return arbor__step_time(e); }
-
-/* ---- events --------------------------------------------------------- */
-
-/* Records an event; with subscribers, a copy waits in the outbox for them,
-   so a step that emits more events than the ring holds loses none (up to
-   the outbox's capacity: loop.c counts the rest). */
-void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
-                       arbor_state from, arbor_state to, arbor_str *reason,
-                       double delay) {
-  uint64_t seq = arbor_ring_push(&e->ring, arbor__step_time(e), &pn->n, kind, from,
-                                 to, reason);
-  arbor_event *ev = (arbor_event *)arbor_ring_get(&e->ring, seq);
-  ev->delay = delay;
-  if (e->nsubs) arbor_ring_copy(&e->outbox, ev);
-}
-
-void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
-                 arbor_state from, arbor_state to, arbor_str *reason) {
-  arbor__emit_delay(e, pn, kind, from, to, reason, -1);
-}
-
-void arbor_engine_emit_state(arbor_engine *e, pnode *pn, arbor_state from,
-                             arbor_state to, arbor_str *reason) {
-  arbor__emit(e, pn, ARBOR_EV_STATE, from, to, reason);
-}
-
-void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
-                        arbor_str *reason) {
-  arbor__emit(e, pn, kind, (arbor_state)pn->n.state, (arbor_state)pn->n.state,
-       reason);
-}
 
 /* ---- ready queue and timers ----------------------------------------- */
 
@@ -81,7 +44,7 @@ void arbor__enqueue(arbor_engine *e, pnode *pn) {
 static void dequeue(pnode *pn) { pn->pflags &= (uint16_t)~PN_QUEUED; }
 
 /* Unlinks pn for good (it is being discarded): O(queue), and rare. */
-static void unlink_ready(arbor_engine *e, pnode *pn) {
+void arbor__unlink_ready(arbor_engine *e, pnode *pn) {
   if (!(pn->pflags & PN_INLIST)) return;
   pnode **p = &e->ready_head, *prev = NULL;
   while (*p && *p != pn) {
@@ -97,16 +60,14 @@ static void unlink_ready(arbor_engine *e, pnode *pn) {
   pn->pflags &= (uint16_t)~(PN_INLIST | PN_QUEUED);
 }
 
-void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
-  t->kind = kind;
-  if (arbor_timers_arm(&e->timers, t, due) < 0) abort(); /* out of memory */
-}
 
 /* ---- starting incarnations ------------------------------------------ */
 
 void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
-  if (arbor__lc_hold_at_gate(e, pn)) return; /* L7: gates control starting */
+  pnode *parent = (pnode *)pn->n.parent;
+  if (parent && parent->coord && arbor__lc_hold_at_gate(e, pn))
+    return; /* L7: gates control starting */
   arbor_state from = (arbor_state)pn->n.state;
   if (arbor__group_hold(e, pn)) return; /* waits for its predecessor */
   arbor_timers_disarm(&e->timers, &pn->wake);
@@ -226,7 +187,7 @@ static pnode_hist *hist(pnode *pn) {
 
 /* Ends the incarnation's coroutine: its pending <close> variables run now,
    before the node's defers, its policy and its next incarnation. */
-static void close_coroutine(arbor_engine *e, pnode *pn) {
+void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
   release_thread(e, pn, pn->co, pn->co_ref, !(pn->pflags & PN_NOPOOL));
   pn->pflags &= (uint16_t)~PN_NOPOOL;
@@ -255,7 +216,7 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
   int failed = s == ARBOR_DEAD && !declared;
   dequeue(pn);
-  close_coroutine(e, pn);
+  arbor__close_coroutine(e, pn);
   if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
   if (pn->pflags & PN_PROCS) arbor_proc_incarnation_end(pn, s);
   arbor_timers_disarm(&e->timers, &pn->wake);
@@ -292,7 +253,8 @@ void arbor__after_exit(arbor_engine *e, pnode *pn) {
   arbor_node_ref(a = &pn->n); /* a decision may discard pn */
   arbor_node *cand = arbor_gc_candidate(a);
   if (cand) arbor__decide(e, (pnode *)cand);
-  arbor__lc_poststop_ended(e, pn);
+  if ((pn->lc & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP)
+    arbor__lc_poststop_ended(e, pn);
   arbor_node_unref(a);
 }
 
@@ -342,7 +304,8 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
       c = pn->stop && pn->stop->cursor ? &pn->stop->cursor->n : NULL;
     }
     while (c && c->live == 0) c = c->prev;
-    if (!c && arbor__lc_poststop_first(e, pn)) { /* L3: poststop runs first */
+    if (!c && pn->coord && arbor__lc_poststop_first(e, pn)) {
+      /* L3: poststop runs first */
       c = pn->n.last;
       while (c && c->live == 0) c = c->prev;
     }
@@ -431,129 +394,7 @@ int arbor_engine_fail(arbor_engine *e, pnode *pn) {
   return 0;
 }
 
-/* ---- tree hooks ----------------------------------------------------- */
-
-/* A discarded node: its incarnation, Lua references and records go now;
-   the memory stays while events or ctx objects reference it. */
-static void hook_detached(arbor_node *n, void *ud) {
-  arbor_engine *e = ud;
-  pnode *pn = (pnode *)n;
-  lua_State *L = e->L;
-  arbor__discarded(e, pn);
-  arbor_proc_node_discarded(pn);
-  arbor_timers_disarm(&e->timers, &pn->wake);
-  if (pn->stop) {
-    arbor_timers_disarm(&e->timers, &pn->stop->deadline);
-    free(pn->stop);
-    pn->stop = NULL;
-  }
-  unlink_ready(e, pn);
-  close_coroutine(e, pn);
-  arbor_engine_unref_fn(e, pn->fn_ref);
-  arbor_engine_unref_fn(e, pn->policy_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
-  pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
-  arbor_str_set(&pn->error, NULL);
-  arbor_str_set(&pn->trace, NULL);
-  if (pn->failures) {
-    luaL_unref(L, LUA_REGISTRYINDEX, pn->failures->memory_ref);
-    arbor_window_list_free(pn->failures->windows);
-  }
-  free(pn->failures);
-  pn->failures = NULL;
-  pn->nfail = 0;
-  if (pn->logs) {
-    for (unsigned i = 0; i < pn->logs->len; i++)
-      arbor_str_unref(pn->logs->line[(pn->logs->start + i) % ARBOR_LOG_LINES]);
-    free(pn->logs);
-    pn->logs = NULL;
-  }
-}
-
-/* The engine outlives its nodes: once closed, it is freed with the last
-   node that something (a ctx kept by Lua code) still referenced. */
-static void hook_release(arbor_node *n, void *ud) {
-  arbor_engine *e = ud;
-  if (e->dn_pn == (pnode *)n) e->dn_pn = NULL; /* its address may come back */
-  arbor__lc_free((pnode *)n);
-  if (e->zombie && e->tree.allocated == 0) free(e);
-}
-
-/* ---- shared references to runnables and policies -------------------- */
-
-/* Nodes often share one function (a million workers running one runnable):
-   they share one counted registry reference to it instead of a registry
-   slot each. e->shared_ref is a table: shared[fn] = ref, shared[ref] =
-   count. */
-int arbor_engine_ref_fn(arbor_engine *e, lua_State *L, int idx) {
-  idx = lua_absindex(L, idx);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, e->shared_ref);
-  int t = lua_gettop(L);
-  lua_pushvalue(L, idx);
-  int ref;
-  if (lua_rawget(L, t) == LUA_TNUMBER) {
-    ref = (int)lua_tointeger(L, -1);
-    lua_rawgeti(L, t, ref);
-    lua_Integer count = lua_tointeger(L, -1);
-    lua_pushinteger(L, count + 1);
-    lua_rawseti(L, t, ref);
-  } else {
-    lua_pushvalue(L, idx);
-    ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pushvalue(L, idx);
-    lua_pushinteger(L, ref);
-    lua_rawset(L, t);
-    lua_pushinteger(L, 1);
-    lua_rawseti(L, t, ref);
-  }
-  lua_settop(L, t - 1);
-  return ref;
-}
-
-void arbor_engine_unref_fn(arbor_engine *e, int ref) {
-  if (ref == LUA_NOREF || ref == LUA_REFNIL) return;
-  lua_State *L = e->L;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, e->shared_ref);
-  lua_rawgeti(L, -1, ref);
-  lua_Integer count = lua_tointeger(L, -1) - 1;
-  lua_pop(L, 1);
-  if (count > 0) {
-    lua_pushinteger(L, count);
-    lua_rawseti(L, -2, ref);
-  } else {
-    lua_pushnil(L);
-    lua_rawseti(L, -2, ref);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    lua_pushnil(L);
-    lua_rawset(L, -3);
-    luaL_unref(L, LUA_REGISTRYINDEX, ref);
-  }
-  lua_pop(L, 1);
-}
-
 /* ---- nodes ---------------------------------------------------------- */
-
-static void pnode_init(pnode *pn) {
-  pn->co_ref = pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
-  pn->shutdown = 5.0;
-  pn->healthy_at = -1;
-}
-
-pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,
-                        size_t len, int *err) {
-  pnode *pn = (pnode *)arbor_tree_add(&parent->n, name, len, err);
-  if (pn) pnode_init(pn);
-  return pn;
-}
-
-void arbor_engine_start_root(arbor_engine *e, int fn_ref, int policy_ref,
-                             double shutdown) {
-  pnode *root = (pnode *)e->tree.root;
-  root->fn_ref = fn_ref;
-  root->policy_ref = policy_ref;
-  root->shutdown = shutdown;
-  arbor_engine_start(e, root);
-}
 
 const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
   arbor_node *n = &pn->n;
@@ -592,44 +433,6 @@ int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
   pn->wait = WAIT_NONE;
   arbor__enqueue(e, pn);
   return 1;
-}
-
-void arbor_push_dn(lua_State *L, const arbor_node *n) {
-  char buf[256]; /* most DNs fit: formed once, no Lua buffer */
-  size_t len = arbor_node_dn(n, buf, sizeof buf);
-  if (len < sizeof buf) {
-    lua_pushlstring(L, buf, len);
-    return;
-  }
-  luaL_Buffer b;
-  arbor_node_dn(n, luaL_buffinitsize(L, &b, len + 1), len + 1);
-  luaL_pushresultsize(&b, len);
-}
-
-void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
-  if (!pn->logs) {
-    pn->logs = calloc(1, sizeof *pn->logs);
-    if (!pn->logs) return;
-  }
-  arbor_logs *lg = pn->logs;
-  unsigned idx = (lg->start + lg->len) % ARBOR_LOG_LINES;
-  if (lg->len == ARBOR_LOG_LINES) {
-    arbor_str_unref(lg->line[idx]);
-    lg->start = (lg->start + 1) % ARBOR_LOG_LINES;
-  } else {
-    lg->len++;
-  }
-  lg->line[idx] = arbor_str_ref(line);
-  lg->time[idx] = arbor__step_time(e);
-  if (e->log_ref != LUA_NOREF) {
-    lua_State *L = e->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, e->log_ref);
-    arbor__push_dn(e, L, pn);
-    lua_pushlstring(L, line->s, line->len);
-    lua_pushnumber(L, arbor__step_time(e));
-    arbor__budget_call(e, L, 3); /* user code: bounded like a policy */
-    lua_pop(L, 1);
-  }
 }
 
 static void resume_node(arbor_engine *e, pnode *pn) {
@@ -724,125 +527,4 @@ void arbor__drain(arbor_engine *e) {
   arbor__current = prev;
   e->draining = 0;
   arbor__deliver_events(e);
-}
-
-/* ---- lifetime ------------------------------------------------------- */
-
-arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
-                               size_t ring_cap) {
-  arbor_engine *e = calloc(1, sizeof *e);
-  if (!e) return NULL;
-  arbor_hooks hooks = {.release = hook_release, .detached = hook_detached,
-                       .ud = e};
-  if (arbor_tree_init(&e->tree, sizeof(pnode), &hooks) < 0 ||
-      arbor_ring_init(&e->ring, ring_cap, ARBOR_RING_BYTES) < 0) {
-    arbor_tree_close(&e->tree);
-    free(e);
-    return NULL;
-  }
-  pnode_init((pnode *)e->tree.root);
-  arbor_timers_init(&e->timers);
-  e->L = lua_newthread(L);
-  e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  e->default_policy_ref = e->log_ref = LUA_NOREF;
-  e->outbox_cap = ARBOR_OUTBOX_CAP;
-  e->dn_ref = LUA_NOREF;
-  lua_newtable(L);
-  e->shared_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  e->ctx_mt_ref = arbor_ctx_mt_ref(L, &e->ctx_mt);
-  e->policy_ev_ref = LUA_NOREF;
-  e->virtual_clock = virtual_clock;
-  e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
-  e->budget = 0.1;
-  e->r_start = arbor_str_lit("start");
-  e->r_restart = arbor_str_lit("restart");
-  e->r_stop = arbor_str_lit("stop");
-  e->r_escalate = arbor_str_lit("escalate");
-  e->r_forced = arbor_str_lit("forced");
-  e->r_held = arbor_str_lit("held");
-  e->r_retired = arbor_str_lit("retired by the coordinator (L4)");
-  e->r_blocked = arbor_str_lit("blocked at its lifecycle gate");
-  e->settle_limit = 10000000;
-  e->runaway = 10.0;
-  e->t0 = uv_hrtime();
-  if (!virtual_clock) {
-    e->loop = arbor_home_loop(L); /* shared with luv and other engines */
-    uv_timer_init(e->loop, &e->timer);
-    uv_check_init(e->loop, &e->check);
-    uv_idle_init(e->loop, &e->idle);
-    uv_signal_init(e->loop, &e->sigint);
-    uv_signal_init(e->loop, &e->sigterm);
-    e->timer.data = e->check.data = e->idle.data = e;
-    e->sigint.data = e->sigterm.data = e;
-    uv_unref((uv_handle_t *)&e->sigint);
-    uv_unref((uv_handle_t *)&e->sigterm);
-  }
-  return e;
-}
-
-/* The engine's handles count down in `pending` as they close. */
-static void on_close(uv_handle_t *h) { (*(int *)h->data)--; }
-
-void arbor_engine_free(arbor_engine *e) {
-  lua_State *L = e->L;
-  arbor__kill_all(e);
-  arbor__lc_clear(e);
-  /* empty the ready queue in one pass, so discarding stays linear */
-  for (pnode *pn = e->ready_head, *next; pn; pn = next) {
-    next = pn->ready_next;
-    pn->ready_next = NULL;
-    pn->pflags &= (uint16_t)~(PN_QUEUED | PN_INLIST);
-  }
-  e->ready_head = e->ready_tail = NULL;
-  e->ready_len = 0;
-  arbor_tree_close(&e->tree);
-  arbor_watchdog_idle(); /* closing ran <close> variables and defers */
-  arbor_ring_close(&e->ring);
-  if (e->outbox.ev) arbor_ring_close(&e->outbox);
-  arbor_timers_close(&e->timers);
-  arbor_str_unref(e->gave_up_reason);
-  arbor_str_unref(e->first_forced);
-  arbor_str_unref(e->first_killed);
-  arbor_str_unref(e->r_start);
-  arbor_str_unref(e->r_restart);
-  arbor_str_unref(e->r_stop);
-  arbor_str_unref(e->r_escalate);
-  arbor_str_unref(e->r_forced);
-  arbor_str_unref(e->r_held);
-  arbor_str_unref(e->r_retired);
-  arbor_str_unref(e->r_blocked);
-  if (e->loop) {
-    /* the loop is the state's (home.c): close only the engine's handles */
-    arbor_exec_engine_free(e);
-    int pending = 5;
-    uv_handle_t *hs[] = {(uv_handle_t *)&e->timer, (uv_handle_t *)&e->check,
-                         (uv_handle_t *)&e->idle, (uv_handle_t *)&e->sigint,
-                         (uv_handle_t *)&e->sigterm};
-    for (int i = 0; i < 5; i++) {
-      hs[i]->data = &pending;
-      uv_close(hs[i], on_close);
-    }
-    while (pending > 0) uv_run(e->loop, UV_RUN_NOWAIT);
-  }
-  for (size_t i = 0; i < e->npool; i++)
-    luaL_unref(L, LUA_REGISTRYINDEX, e->pool[i].ref);
-  e->npool = 0;
-  luaL_unref(L, LUA_REGISTRYINDEX, e->default_policy_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->shared_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->ctx_mt_ref);
-  if (e->policy_ev_ref != LUA_NOREF) { /* its __index points here */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
-    lua_pushnil(L);
-    lua_setmetatable(L, -2);
-    lua_pop(L, 1);
-  }
-  luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
-  arbor__subscribers_free(e);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->dn_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);
-  if (e->tree.allocated == 0)
-    free(e);
-  else
-    e->zombie = 1; /* freed by hook_release with the last node */
 }

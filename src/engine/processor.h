@@ -204,7 +204,7 @@ struct arbor_engine {
   pnode *policy_pn;       /* the node its policy is deciding now */
   const void *policy_ev;  /* and the event table it was given */
   int shared_ref;         /* counted references to functions */
-  int ctx_mt_ref;         /* the ctx metatable (arbor_ctx_mt_ref) */
+  int ctx_mt_ref;         /* the ctx metatable (engine/ctx.c) */
   const void *ctx_mt;     /* and its address */
   /* lifecycle coordinators to evaluate (lifecycle.c), and counters */
   struct pnode *lc_head, *lc_tail;
@@ -284,6 +284,10 @@ void arbor_engine_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
 /* Nodes past their shutdown deadline still running: calls fn for each. */
 void arbor_engine_stuck(arbor_engine *e, void (*fn)(pnode *, void *), void *ud);
 
+/* Records v (at idx of L) to run when pn's incarnation ends (ctx:defer,
+   engine/defer.c). */
+void arbor_defer_push(lua_State *L, pnode *pn, int idx);
+
 /* The engine running the calling code, if any (set while draining). */
 arbor_engine *arbor_engine_current(void);
 /* The time of the current step (the clock is read once per step). */
@@ -300,9 +304,5 @@ void arbor_push_canceled(lua_State *L);
 /* 1 when the value at idx is the cancellation error. */
 int arbor_is_canceled(lua_State *L, int idx);
 
-/* Builds a ctx userdata for pn's current incarnation on L. [-0, +1, m] */
-void arbor_push_ctx(lua_State *L, pnode *pn);
-/* A registry ref to the ctx metatable, and its address in *mt. [-0, +0, m] */
-int arbor_ctx_mt_ref(lua_State *L, const void **mt);
 
 #endif

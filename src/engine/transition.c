@@ -8,6 +8,78 @@
 #include "engine/internal.h"
 #include "engine/lifecycle.h"
 
+/* ---- reports to the parent's coordinator ---------------------------- */
+
+/* The coordinator pn reports to, or NULL. */
+arbor_coord *arbor__lc_parent_coord(const pnode *pn) {
+  const pnode *p = (const pnode *)pn->n.parent;
+  return p && !(pn->n.flags & ARBOR_F_DETACHED) ? p->coord : NULL;
+}
+
+void arbor__lc_queue(arbor_engine *e, pnode *p) {
+  if (p->pflags & PN_LC_QUEUED) return;
+  p->pflags |= PN_LC_QUEUED;
+  p->lc_next = NULL;
+  arbor_node_ref(&p->n);
+  if (e->lc_tail)
+    e->lc_tail->lc_next = p;
+  else
+    e->lc_head = p;
+  e->lc_tail = p;
+  arbor__need_drain(e);
+}
+
+void arbor__lc_report(arbor_engine *e, pnode *child, arbor_co_child_event ev) {
+  arbor_coord *co = arbor__lc_parent_coord(child);
+  if (!co) return;
+  e->lc_changes++;
+  if (arbor_coord_child(co, child->co_slot, ev) & ARBOR_CO_FINISHED)
+    child->n.flags |= ARBOR_F_RETIRED; /* L5 */
+  if (arbor_coord_dirty(co)) arbor__lc_queue(e, (pnode *)child->n.parent);
+}
+
+void arbor__lc_parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev) {
+  if (!pn->coord) return;
+  arbor_coord_parent(pn->coord, ev);
+  if (arbor_coord_dirty(pn->coord)) arbor__lc_queue(e, pn);
+}
+
+void arbor__lc_restarted(arbor_engine *e, pnode *pn) {
+  arbor_coord *co = pn->coord;
+  if (!co) return;
+  arbor_gate_state s = arbor_coord_state(co);
+  if (s != ARBOR_CO_INIT) {
+    arbor_str *r = arbor_str_lit("parent restarted: from init again");
+    arbor__emit(e, pn, ARBOR_EV_COORDINATOR, (arbor_state)s,
+                (arbor_state)ARBOR_CO_INIT, r);
+    arbor_str_unref(r);
+  }
+  arbor_coord_free(co);
+  pn->coord = NULL;
+}
+
+int arbor__lc_exempt(const arbor_node *n, void *ud) {
+  (void)ud;
+  const pnode *pn = (const pnode *)n;
+  arbor_coord *co = arbor__lc_parent_coord(pn);
+  return co && arbor_coord_exempt(co, pn->co_slot);
+}
+
+/* pn's first step ended: its children may start. */
+void arbor__lc_stepped(arbor_engine *e, pnode *pn) {
+  if (pn->coord)
+    arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STEPPED);
+  else if (pn->n.first)
+    arbor__lc_queue(e, pn);
+}
+
+void arbor__lc_free(pnode *pn) {
+  arbor_coord_free(pn->coord);
+  pn->coord = NULL;
+}
+
+/* ---- the funnel ----------------------------------------------------- */
+
 /* How the parent's coordinator sees a running node whose state is s. */
 static arbor_co_child_event running_event(arbor_state s) {
   return s == ARBOR_NEW    ? ARBOR_CO_STARTED

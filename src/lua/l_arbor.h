@@ -5,9 +5,9 @@
 #include <lauxlib.h>
 #include <lua.h>
 
+#include "engine/ctx.h"
 #include "engine/processor.h"
 
-#define ARBOR_CTX_MT "arbor.Context"
 #define ARBOR_ENGINE_MT "arbor.Engine"
 
 typedef struct arbor_child_opts {
@@ -49,8 +49,6 @@ pnode *arbor_check_node(lua_State *L, arbor_engine *e, int idx);
 
 /* The engine of the engine object at idx; raises when closed (l_engine.c). */
 arbor_engine *arbor_check_engine(lua_State *L, int idx);
-/* The node of a live ctx at idx; raises "stale context" (l_ctx.c). */
-pnode *arbor_check_ctx(lua_State *L, int idx);
 
 /* Each adds its functions to the module table on top, called in this order
    by luaopen_arbor_core (l_core.c); [-0, +0, m]. */

@@ -7,87 +7,8 @@
 #include <string.h>
 
 #include "lua/l_arbor.h"
+#include "engine/ctx.h"
 #include "engine/lifecycle.h"
-
-typedef struct lctx {
-  pnode *pn;
-  uint64_t incarnation;
-} lctx;
-
-/* The ctx metatable, also registered under a pointer key. */
-static const char ctx_mt_key = 'm';
-
-/* An engine keeps the ctx metatable of its Lua state as a registry ref, to
-   make ctxs, and as an address, to recognize them: both much cheaper than
-   a lookup by name or key, and every ctx call does one. */
-int arbor_ctx_mt_ref(lua_State *L, const void **mt) {
-  lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
-  *mt = lua_topointer(L, -1);
-  return luaL_ref(L, LUA_REGISTRYINDEX);
-}
-
-void arbor_push_ctx(lua_State *L, pnode *pn) {
-  lctx *c = lua_newuserdatauv(L, sizeof *c, 0);
-  c->pn = pn;
-  c->incarnation = pn->n.incarnation;
-  arbor_node_ref(&pn->n);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, pn_engine(pn)->ctx_mt_ref);
-  lua_setmetatable(L, -2);
-}
-
-/* Pushes the DN of a ctx's node, or "(finalized)" when it has none.
-   [-0, +1, m] */
-static const char *push_ctx_dn(lua_State *L, const lctx *c) {
-  if (c->pn)
-    arbor_push_dn(L, &c->pn->n);
-  else
-    lua_pushliteral(L, "(finalized)");
-  return lua_tostring(L, -1);
-}
-
-/* The ctx at idx, or raises. Inside an engine's step (every runnable's
-   call) the metatable's address is compared; elsewhere it is looked up. */
-static lctx *to_ctx(lua_State *L, int idx) {
-  arbor_engine *e = arbor_engine_current();
-  if (e && lua_getmetatable(L, idx)) {
-    int same = lua_topointer(L, -1) == e->ctx_mt;
-    lua_pop(L, 1);
-    if (same) return lua_touserdata(L, idx);
-  }
-  return luaL_checkudata(L, idx, ARBOR_CTX_MT); /* raises the usual error */
-}
-
-/* A ctx finalized (by lua_close) has no node: it is stale like any other. */
-static int ctx_is_live(const lctx *c) {
-  if (!c->pn) return 0;
-  const arbor_node *n = &c->pn->n;
-  return !(n->flags & ARBOR_F_DETACHED) && n->incarnation == c->incarnation &&
-         arbor_node_running(n);
-}
-
-/* The node of a live ctx at idx, or raises "stale context" (T3). */
-pnode *arbor_check_ctx(lua_State *L, int idx) {
-  lctx *c = to_ctx(L, idx);
-  if (!ctx_is_live(c))
-    return luaL_error(L, "stale context: %s incarnation %d has ended",
-                      push_ctx_dn(L, c), (int)c->incarnation),
-           NULL;
-  return c->pn;
-}
-
-static int ctx_gc(lua_State *L) {
-  lctx *c = to_ctx(L, 1);
-  if (c->pn) arbor_node_unref(&c->pn->n);
-  c->pn = NULL;
-  return 0;
-}
-
-static int ctx_tostring(lua_State *L) {
-  lctx *c = to_ctx(L, 1);
-  lua_pushfstring(L, "ctx(%s#%d%s)", push_ctx_dn(L, c),
-                  (int)c->incarnation, ctx_is_live(c) ? "" : ", stale");
-  return 1;
-}
 
 /* ---- blocking ------------------------------------------------------- */
 
@@ -99,7 +20,7 @@ static void raise_canceled(lua_State *L) {
 /* Continuation of every blocking call: what the wake delivered. */
 static int k_wake(lua_State *L, int status, lua_KContext base) {
   (void)status;
-  lctx *c = lua_touserdata(L, 1);
+  arbor_ctx *c = lua_touserdata(L, 1);
   pnode *pn = c->pn;
   int r = pn->resume;
   pn->resume = RESUME_VALUES;
@@ -160,18 +81,18 @@ static int ctx_park(lua_State *L) {
 
 /* ctx:_unpark(seq, ...): true when the values reached the parked call. */
 static int ctx_unpark(lua_State *L) {
-  lctx *c = to_ctx(L, 1);
+  arbor_ctx *c = arbor_to_ctx(L, 1);
   uint32_t seq = (uint32_t)luaL_checkinteger(L, 2);
   int nvals = lua_gettop(L) - 2;
-  int ok = ctx_is_live(c) &&
+  int ok = arbor_ctx_live(c) &&
            arbor_engine_unpark(pn_engine(c->pn), c->pn, seq, L, nvals);
   lua_pushboolean(L, ok);
   return 1;
 }
 
 static int ctx_canceled(lua_State *L) {
-  lctx *c = to_ctx(L, 1);
-  lua_pushboolean(L, !ctx_is_live(c) || (c->pn->pflags & PN_NOTIFIED) != 0);
+  arbor_ctx *c = arbor_to_ctx(L, 1);
+  lua_pushboolean(L, !arbor_ctx_live(c) || (c->pn->pflags & PN_NOTIFIED) != 0);
   return 1;
 }
 
@@ -182,8 +103,8 @@ static int ctx_shield_enter(lua_State *L) {
 }
 
 static int ctx_shield_leave(lua_State *L) {
-  lctx *c = to_ctx(L, 1);
-  if (ctx_is_live(c) && c->pn->shield > 0) c->pn->shield--;
+  arbor_ctx *c = arbor_to_ctx(L, 1);
+  if (arbor_ctx_live(c) && c->pn->shield > 0) c->pn->shield--;
   return 0;
 }
 
@@ -475,7 +396,7 @@ static int ctx_group(lua_State *L) {
 static int ctx_index(lua_State *L) {
   lua_pushvalue(L, 2);
   if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
-  lctx *c = to_ctx(L, 1);
+  arbor_ctx *c = arbor_to_ctx(L, 1);
   const char *k = lua_tostring(L, 2);
   if (!k || !c->pn) return 1;
   if (strcmp(k, "dn") == 0) {
@@ -519,18 +440,12 @@ static const luaL_Reg ctx_methods[] = {
 
 /* [-0, +0, m] registers the ctx metatable and core.self in the table on top. */
 void arbor_open_ctx(lua_State *L) {
-  luaL_newmetatable(L, ARBOR_CTX_MT);
-  lua_pushvalue(L, -1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_mt_key);
+  arbor_ctx_metatable(L);
   luaL_newlib(L, ctx_methods);
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "methods");
   lua_pushcclosure(L, ctx_index, 1);
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, ctx_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pushcfunction(L, ctx_tostring);
-  lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
   lua_pushcfunction(L, l_self);
   lua_setfield(L, -2, "self");
