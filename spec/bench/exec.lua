@@ -67,7 +67,7 @@ local ratio = median(ratios)
 report("respawn rate, posix_spawn + waitpid loop (C), mean", c_sum / rounds, "/s", "", nil)
 report("respawn rate, arbor.exec under immediate, mean", a_sum / rounds, "/s", "", nil)
 report(string.format("  ratio arbor/C, median of %d rounds", rounds), ratio, "x",
-  ">= 0.9", ratio >= 0.9)
+  ">= 0.9 (aim 0.95)", ratio >= 0.9)
 table.sort(ratios)
 for i, r in ipairs(ratios) do ratios[i] = string.format("%.2f", r) end
 print("  (rounds: " .. table.concat(ratios, " ") .. ")")

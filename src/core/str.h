@@ -10,6 +10,12 @@ typedef struct arbor_str {
   char s[]; /* NUL-terminated */
 } arbor_str;
 
+/* The initializer of a string of static storage, for fixed texts (reasons
+   of events): `static arbor_str r = ARBOR_STR_STATIC("stop");` costs no
+   allocation. Its count starts so high that the references taken and
+   dropped never bring it to 0, so it is never freed. */
+#define ARBOR_STR_STATIC(text) {.refs = 1u << 30, .len = sizeof(text) - 1, .s = text}
+
 /* A new string with one reference, or NULL when out of memory. */
 arbor_str *arbor_str_new(const char *s, size_t len);
 /* A new string holding the C string s. */

@@ -165,14 +165,22 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->virtual_clock = virtual_clock;
   e->rng = seed ? seed : 0x9E3779B97F4A7C15ull;
   e->budget = 0.1;
-  e->r_start = arbor_str_lit("start");
-  e->r_restart = arbor_str_lit("restart");
-  e->r_stop = arbor_str_lit("stop");
-  e->r_escalate = arbor_str_lit("escalate");
-  e->r_forced = arbor_str_lit("forced");
-  e->r_held = arbor_str_lit("held");
-  e->r_retired = arbor_str_lit("retired by the coordinator (L4)");
-  e->r_blocked = arbor_str_lit("blocked at its lifecycle gate");
+  static arbor_str r_start = ARBOR_STR_STATIC("start"),
+                   r_restart = ARBOR_STR_STATIC("restart"),
+                   r_stop = ARBOR_STR_STATIC("stop"),
+                   r_escalate = ARBOR_STR_STATIC("escalate"),
+                   r_forced = ARBOR_STR_STATIC("forced"),
+                   r_held = ARBOR_STR_STATIC("held"),
+                   r_retired = ARBOR_STR_STATIC("retired by the coordinator (L4)"),
+                   r_blocked = ARBOR_STR_STATIC("blocked at its lifecycle gate");
+  e->r_start = &r_start;
+  e->r_restart = &r_restart;
+  e->r_stop = &r_stop;
+  e->r_escalate = &r_escalate;
+  e->r_forced = &r_forced;
+  e->r_held = &r_held;
+  e->r_retired = &r_retired;
+  e->r_blocked = &r_blocked;
   e->settle_limit = 10000000;
   e->runaway = 10.0;
   e->t0 = uv_hrtime();
@@ -214,14 +222,6 @@ void arbor_engine_free(arbor_engine *e) {
   arbor_str_unref(e->gave_up_reason);
   arbor_str_unref(e->first_forced);
   arbor_str_unref(e->first_killed);
-  arbor_str_unref(e->r_start);
-  arbor_str_unref(e->r_restart);
-  arbor_str_unref(e->r_stop);
-  arbor_str_unref(e->r_escalate);
-  arbor_str_unref(e->r_forced);
-  arbor_str_unref(e->r_held);
-  arbor_str_unref(e->r_retired);
-  arbor_str_unref(e->r_blocked);
   if (e->loop) {
     /* the loop is the state's (home.c): close only the engine's handles */
     arbor_exec_engine_free(e);

@@ -185,7 +185,7 @@ struct arbor_engine {
   unsigned killed_in_stop;  /* processes SIGKILLed while the tree stopped */
   arbor_str *first_killed;  /* "DN, pid N" of the first of them (exec.c) */
   arbor_str *gave_up_reason;
-  /* reasons of fixed text */
+  /* reasons of fixed text (static strings) */
   arbor_str *r_start, *r_restart, *r_stop, *r_escalate, *r_forced, *r_held,
       *r_retired, *r_blocked;
   arbor_ring outbox;     /* events not yet delivered to subscribers */

@@ -49,10 +49,9 @@ void arbor__lc_restarted(arbor_engine *e, pnode *pn) {
   if (!co) return;
   arbor_gate_state s = arbor_coord_state(co);
   if (s != ARBOR_CO_INIT) {
-    arbor_str *r = arbor_str_lit("parent restarted: from init again");
+    static arbor_str r = ARBOR_STR_STATIC("parent restarted: from init again");
     arbor__emit(e, pn, ARBOR_EV_COORDINATOR, (arbor_state)s,
-                (arbor_state)ARBOR_CO_INIT, r);
-    arbor_str_unref(r);
+                (arbor_state)ARBOR_CO_INIT, &r);
   }
   arbor_coord_free(co);
   pn->coord = NULL;
