@@ -1,6 +1,6 @@
 /* peercred.c: whom a control socket may be trusted to (C1): the uid and pid
  * of a Unix socket's peer, and whether a directory may hold a socket. Used
- * by the server (control.c) and the client (conn.c).
+ * by the server (server.c) and the client (client.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -10,8 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int arbor_peer_cred(int fd, int *uid, int *pid);
-const char *arbor_sock_dir_unsafe(const char *dir, char *buf, size_t size);
+#include "control/peercred.h"
 
 int arbor_peer_cred(int fd, int *uid, int *pid) {
   struct ucred cred;

@@ -82,14 +82,14 @@ arbor_state arbor__auto_exit(pnode *pn, arbor_state s);
 void arbor__decide(arbor_engine *e, pnode *pn);
 int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);
 
-/* l_engine.c: pn's DN; the last one pushed is kept as a Lua string, since
+/* event_table.c: pn's DN; the last one pushed is kept as a Lua string, since
    a node's events and log lines come in runs (an exit, its policy, the
    restart). [-0, +1, m] */
 void arbor__push_dn(arbor_engine *e, lua_State *L, pnode *pn);
-/* l_engine.c: an event as a Lua table. [-0, +1, m] */
+/* event_table.c: an event as a Lua table. [-0, +1, m] */
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
-/* l_engine.c: the gap marker of events first..last missed. [-0, +1, m] */
+/* event_table.c: the gap marker of events first..last missed. [-0, +1, m] */
 void arbor_push_gap_table(lua_State *L, uint64_t first, uint64_t last,
                           double time);
 

@@ -2,6 +2,7 @@
 #ifndef ARBOR_L_ARBOR_H
 #define ARBOR_L_ARBOR_H
 
+#include <lauxlib.h>
 #include <lua.h>
 
 #include "engine/ctx.h"
@@ -27,6 +28,12 @@ int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
 void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
                           const pnode *where, const char *what);
 
+/* l_util.c: helpers shared by the bindings. */
+
+/* Registers the userdata type name (the metatable arbor.Type): methods m as
+   __index, close as both __gc and __close. [-0, +0, m] */
+void arbor_new_type(lua_State *L, const char *name, const luaL_Reg *m,
+                    lua_CFunction close);
 /* Error messages echo what a caller gave cut to its first ARBOR_CUT bytes:
    a 10,000-character name is not worth 10,000 characters of message. */
 #define ARBOR_CUT 64
@@ -34,23 +41,27 @@ void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
    splitting a UTF-8 sequence), "..." and its length; returns the pushed
    string. [-0, +1, m] */
 const char *arbor_push_cut(lua_State *L, const char *s, size_t len);
-
 /* Raises "<pn's DN>: <message>" at the caller's position, as luaL_error
    does (fmt as lua_pushfstring's); the DN is formed only on this path. */
 int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...);
-void arbor_push_event_table(arbor_engine *e, lua_State *L,
-                            const arbor_event *ev);
+/* The node of e at the DN given as argument idx, or raises "no node". */
+pnode *arbor_check_node(lua_State *L, arbor_engine *e, int idx);
 
-void arbor_open_ctx(lua_State *L);
-void arbor_open_defer(lua_State *L);
-void arbor_open_exec(lua_State *L);
-void arbor_open_engine(lua_State *L);
-void arbor_open_control(lua_State *L);
-
-/* The engine of the engine object at idx; raises when closed. */
+/* The engine of the engine object at idx; raises when closed (l_engine.c). */
 arbor_engine *arbor_check_engine(lua_State *L, int idx);
+
+/* Each adds its functions to the module table on top, called in this order
+   by luaopen_arbor_core (l_core.c); [-0, +0, m]. */
+void arbor_open_ctx(lua_State *L);
+void arbor_open_engine(lua_State *L);
+void arbor_open_view(lua_State *L); /* after arbor_open_engine */
+void arbor_open_control(lua_State *L);
+void arbor_open_conn(lua_State *L);
+void arbor_open_slice(lua_State *L);
+void arbor_open_exec(lua_State *L);
 void arbor_open_window(lua_State *L);
 void arbor_open_coroutine(lua_State *L);
+void arbor_open_defer(lua_State *L); /* on the ctx methods table on top */
 
 int luaopen_arbor_core(lua_State *L);
 

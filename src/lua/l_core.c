@@ -30,16 +30,6 @@ static int l_name_valid(lua_State *L) {
   return 1;
 }
 
-const char *arbor_push_cut(lua_State *L, const char *s, size_t len) {
-  if (len <= ARBOR_CUT) return lua_pushlstring(L, s, len);
-  size_t keep = ARBOR_CUT;
-  while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--;
-  lua_pushlstring(L, s, keep);
-  lua_pushfstring(L, "... (%I bytes)", (lua_Integer)len);
-  lua_concat(L, 2);
-  return lua_tostring(L, -1);
-}
-
 /* core.cut(v): tostring(v) cut for an error message (arbor_push_cut). */
 static int l_cut(lua_State *L) {
   size_t len;
@@ -56,6 +46,12 @@ static int l_rss(lua_State *L) {
   return 1;
 }
 
+/* core.getpid() */
+static int l_getpid(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)getpid());
+  return 1;
+}
+
 /* core.isatty(fd): true when fd is a terminal (arbor.term). */
 static int l_isatty(lua_State *L) {
   lua_pushboolean(L, isatty((int)luaL_checkinteger(L, 1)));
@@ -64,6 +60,7 @@ static int l_isatty(lua_State *L) {
 
 static const luaL_Reg funcs[] = {
     {"cut", l_cut},
+    {"getpid", l_getpid},
     {"hrtime", l_hrtime},
     {"is_canceled", l_is_canceled},
     {"isatty", l_isatty},
@@ -76,7 +73,10 @@ int luaopen_arbor_core(lua_State *L) {
   luaL_newlib(L, funcs);
   arbor_open_ctx(L);
   arbor_open_engine(L);
+  arbor_open_view(L);
   arbor_open_control(L);
+  arbor_open_conn(L);
+  arbor_open_slice(L);
   arbor_open_exec(L);
   arbor_preload_luv(L);
   arbor_open_window(L);

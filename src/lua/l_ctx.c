@@ -3,25 +3,12 @@
  */
 #include <lauxlib.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lua/l_arbor.h"
 #include "engine/ctx.h"
 #include "engine/lifecycle.h"
-
-int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...) {
-  va_list ap;
-  luaL_where(L, 1);
-  arbor_push_dn(L, &pn->n);
-  lua_pushliteral(L, ": ");
-  va_start(ap, fmt);
-  lua_pushvfstring(L, fmt, ap);
-  va_end(ap);
-  lua_concat(L, 4);
-  return lua_error(L);
-}
 
 /* ---- blocking ------------------------------------------------------- */
 

@@ -1,0 +1,478 @@
+/* l_view.c: what the engine shows of its nodes: node views (e:node, T13a),
+ * tree snapshots (e:tree), the event history (e:events, T14) and the tree
+ * as JSON (core.tree_json, for `arbor ctl tree --json`).
+ *
+ * Every field is read by one function (field) into a typed value, which
+ * is then pushed as Lua or written as JSON: e:tree() and tree --json are
+ * made from the same table and cannot drift.
+ */
+#include <lauxlib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/internal.h"
+#include "engine/lifecycle.h"
+#include "lua/l_arbor.h"
+
+/* The fields of a node view (T13a), in one table: their index (F_*), Lua
+   name and JSON key all come from it. Tree snapshots and tree --json have
+   the summary fields, in this order; dn comes first. */
+#define SUMMARY_FIELDS(X)                                                      \
+  X(DN, dn) X(NAME, name) X(STATE, state) X(RESTARTS, restarts)                \
+  X(INCARNATION, incarnation) X(UPTIME, uptime) X(ERROR, error)                \
+  X(BLOCKED, blocked) X(LIFECYCLE, lifecycle) X(SIDECAR, sidecar)              \
+  X(COORDINATOR, coordinator) X(GATED, gated)
+#define DETAIL_FIELDS(X)                                                       \
+  X(CONSECUTIVE, consecutive) X(TRACEBACK, traceback) X(RETIRED, retired)      \
+  X(RUNNING, running) X(CANCELED, canceled) X(HELD, held) X(FORCED, forced)    \
+  X(PENDING, pending) X(RESTART_AT, restart_at) X(STARTED, started)            \
+  X(EXITED, exited) X(SHUTDOWN, shutdown) X(LIVE, live)                        \
+  X(DECISION, decision) X(WAITING_FOR, waiting_for)                            \
+  X(WAITING_MEMBER, waiting_member) X(STRATEGY, strategy)                      \
+  X(ORDERED, ordered) X(SIGNIFICANT, significant)                              \
+  X(AUTO_SHUTDOWN, auto_shutdown) X(STOPPING, stopping)                        \
+  X(AUTO_DONE, auto_done) X(PARENT, parent) X(CHILDREN, children)
+
+#define F_ENUM(id, name) F_##id,
+#define F_NAME(id, name) #name,
+#define F_KEY(id, name) ",\"" #name "\":",
+#define F_ONE(id, name) +1
+enum { SUMMARY_FIELDS(F_ENUM) DETAIL_FIELDS(F_ENUM) F_COUNT };
+enum { F_SUMMARY = 0 SUMMARY_FIELDS(F_ONE) };
+static const char *const field_names[F_COUNT] = {
+    SUMMARY_FIELDS(F_NAME) DETAIL_FIELDS(F_NAME)};
+/* ,"name": of each summary field (the first goes without its comma) */
+static const char *const json_keys[F_SUMMARY] = {SUMMARY_FIELDS(F_KEY)};
+
+/* A field's value. V_WORD is a static name (a state...) without its
+   length: nothing in it needs escaping in JSON. */
+typedef enum {
+  V_NONE, V_BOOL, V_INT, V_NUM, V_STR, V_WORD, V_DN, V_CHILDREN
+} vkind;
+
+typedef struct value {
+  vkind kind;
+  union {
+    int b;
+    lua_Integer i;
+    double d;
+    struct {
+      const char *s;
+      size_t len;
+    } str;
+    const arbor_node *node; /* V_DN: its DN; V_CHILDREN: its children's names */
+  } u;
+} value;
+
+/* One reading of the engine: its clock is read once, when a field first
+   needs it, so every node of a snapshot has the same now. */
+typedef struct view {
+  arbor_engine *e;
+  double now; /* NAN until read */
+} view;
+
+static double view_now(view *v) {
+  if (isnan(v->now)) v->now = arbor_engine_now(v->e);
+  return v->now;
+}
+
+/* The running descendant an exited (or stopping) node waits for, or NULL
+   when none runs. */
+static arbor_node *running_descendant(arbor_node *n) {
+  if (n->live <= (arbor_node_running(n) ? 1u : 0u)) return NULL;
+  arbor_node *d = n;
+  do {
+    arbor_node *c = d->first;
+    while (c && c->live == 0) c = c->next;
+    if (!c) break;
+    d = c;
+  } while (!arbor_node_running(d));
+  return d;
+}
+
+static vkind set_bool(value *out, int b) {
+  out->u.b = b != 0;
+  return out->kind = V_BOOL;
+}
+
+static vkind set_int(value *out, lua_Integer i) {
+  out->u.i = i;
+  return out->kind = V_INT;
+}
+
+static vkind set_num(value *out, double d) {
+  out->u.d = d;
+  return out->kind = V_NUM;
+}
+
+static vkind set_str(value *out, const char *s, size_t len) {
+  out->u.str.s = s;
+  out->u.str.len = len;
+  return out->kind = s ? V_STR : V_NONE;
+}
+
+static vkind set_node(value *out, const arbor_node *n, vkind kind) {
+  out->u.node = n;
+  return out->kind = n ? kind : V_NONE;
+}
+
+/* Reads field f of pn into *out; returns its kind, V_NONE when pn has no
+   such field now (no error, not started, no coordinator...). Inlined into
+   both writers: a call per field made e:tree() 4% dearer. */
+static inline __attribute__((always_inline)) vkind
+field(view *v, pnode *pn, int f, value *out) {
+  static const char *const decisions[] = {NULL, "restart", "stop", "escalate"};
+  static const char *const strategies[] = {"one_for_all", "rest_for_one",
+                                           "one_for_one", "one_for_all"};
+  static const char *const autos[] = {NULL, "any_significant",
+                                      "all_significant", NULL};
+  arbor_node *n = &pn->n;
+  int running = arbor_node_running(n);
+  const char *s = NULL;
+  switch (f) {
+  case F_DN: return set_node(out, n, V_DN);
+  case F_NAME: return set_str(out, n->name, n->namelen);
+  case F_STATE: s = arbor_state_name((arbor_state)n->state); break;
+  case F_RESTARTS: return set_int(out, pn->restarts);
+  case F_INCARNATION: return set_int(out, (lua_Integer)n->incarnation);
+  case F_UPTIME:
+    if (n->incarnation == 0) break;
+    return set_num(out, (running ? view_now(v) : pn->exited) - pn->started);
+  case F_ERROR:
+    if (!pn->error) break;
+    return set_str(out, pn->error->s, pn->error->len);
+  case F_BLOCKED: return set_bool(out, arbor_lc_blocked(pn));
+  case F_LIFECYCLE: s = arbor_lc_name(pn->lc); break;
+  case F_SIDECAR: return set_bool(out, pn->lc & ARBOR_LC_SIDECAR);
+  case F_COORDINATOR: s = arbor_lc_state(pn); break;
+  case F_GATED:
+    if (!arbor_lc_state(pn)) break;
+    return set_bool(out, arbor_lc_gated(pn));
+  case F_CONSECUTIVE: return set_int(out, pn->consecutive);
+  case F_TRACEBACK:
+    if (!pn->trace) break;
+    return set_str(out, pn->trace->s, pn->trace->len);
+  case F_RETIRED: return set_bool(out, n->flags & ARBOR_F_RETIRED);
+  case F_RUNNING: return set_bool(out, running);
+  case F_CANCELED: return set_bool(out, arbor_node_canceled(n));
+  case F_HELD: return set_bool(out, n->flags & ARBOR_F_HELD);
+  case F_FORCED: return set_bool(out, n->flags & ARBOR_F_FORCED);
+  case F_PENDING: return set_bool(out, n->flags & ARBOR_F_PENDING);
+  case F_RESTART_AT:
+    if (!arbor_timer_armed(&pn->wake) || pn->wake.kind != TIMER_RESTART)
+      break;
+    return set_num(out, pn->wake.due);
+  case F_STARTED:
+    if (n->incarnation == 0) break;
+    return set_num(out, pn->started);
+  case F_EXITED:
+    if (running || n->incarnation == 0) break;
+    return set_num(out, pn->exited);
+  case F_SHUTDOWN: return set_num(out, pn->shutdown);
+  case F_LIVE: return set_int(out, n->live);
+  case F_DECISION: s = decisions[pn->decision]; break;
+  case F_WAITING_FOR: /* what explain needs (issue 4) */
+    return set_node(out, running_descendant(n), V_DN);
+  case F_WAITING_MEMBER: {
+    pnode *p = (n->flags & ARBOR_F_PENDING) && !arbor_timer_armed(&pn->wake)
+                   ? arbor_engine_waits_for(pn)
+                   : NULL;
+    return set_node(out, p ? &p->n : NULL, V_DN);
+  }
+  case F_STRATEGY:
+    if (pn->gflags & GF_MEMBER) s = strategies[pn->gflags & GF_STRATEGY];
+    break;
+  case F_ORDERED:
+    if (!(pn->gflags & GF_MEMBER)) break;
+    return set_bool(out, pn->gflags & GF_ORDERED);
+  case F_SIGNIFICANT: return set_bool(out, pn->gflags & GF_SIGNIFICANT);
+  case F_AUTO_SHUTDOWN: s = autos[(pn->gflags & GF_AUTO) >> 4]; break;
+  case F_STOPPING: return set_bool(out, running && arbor_node_canceled(n));
+  case F_AUTO_DONE:
+    if (!(pn->pflags & PN_AUTODONE)) break;
+    return set_bool(out, 1);
+  case F_PARENT: return set_node(out, n->parent, V_DN);
+  case F_CHILDREN: return set_node(out, n, V_CHILDREN);
+  }
+  out->u.str.s = s;
+  return out->kind = s ? V_WORD : V_NONE;
+}
+
+/* ---- as Lua --------------------------------------------------------- */
+
+/* [-0, +1 or +0, m] pushes field f of pn and returns 1, or returns 0 when
+   pn has no such field now. */
+static int push_field(lua_State *L, view *v, pnode *pn, int f) {
+  value x;
+  switch (field(v, pn, f, &x)) {
+  case V_NONE: return 0;
+  case V_BOOL: lua_pushboolean(L, x.u.b); break;
+  case V_INT: lua_pushinteger(L, x.u.i); break;
+  case V_NUM: lua_pushnumber(L, x.u.d); break;
+  case V_STR: lua_pushlstring(L, x.u.str.s, x.u.str.len); break;
+  case V_WORD: lua_pushstring(L, x.u.str.s); break; /* cached by address */
+  case V_DN: arbor_push_dn(L, x.u.node); break;
+  case V_CHILDREN: {
+    lua_createtable(L, (int)x.u.node->nchildren, 0);
+    lua_Integer i = 1;
+    for (arbor_node *c = x.u.node->first; c; c = c->next) {
+      lua_pushlstring(L, c->name, c->namelen);
+      lua_rawseti(L, -2, i++);
+    }
+    break;
+  }
+  }
+  return 1;
+}
+
+/* [-0, +1, m] a table of pn's fields up to (not including) field `upto`.
+   The field names are the Lua strings at [1..F_COUNT] of upvalue 1. */
+static void push_fields(lua_State *L, view *v, pnode *pn, int upto) {
+  lua_createtable(L, 0, upto);
+  for (int f = 0; f < upto; f++) {
+    lua_rawgeti(L, lua_upvalueindex(1), f + 1);
+    if (push_field(L, v, pn, f))
+      lua_rawset(L, -3);
+    else
+      lua_pop(L, 1);
+  }
+}
+
+/* e:node(dn [, field]) -> the fields of T13a, or only that field's value
+   (nil when the node has no such field); nil, "no node <dn>" when there is
+   no node at dn. Upvalue 1 maps field names to their index + 1. */
+static int l_node(lua_State *L) {
+  view v = {arbor_check_engine(L, 1), NAN};
+  size_t len;
+  const char *dn = luaL_checklstring(L, 2, &len);
+  arbor_node *n = arbor_tree_find(&v.e->tree, dn, len);
+  if (!n) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "no node %s", arbor_push_cut(L, dn, len));
+    lua_remove(L, -2);
+    return 2;
+  }
+  if (lua_isnoneornil(L, 3)) {
+    push_fields(L, &v, (pnode *)n, F_COUNT);
+    return 1;
+  }
+  lua_settop(L, 3);
+  if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNUMBER ||
+      !push_field(L, &v, (pnode *)n, (int)lua_tointeger(L, -1) - 1))
+    lua_pushnil(L);
+  return 1;
+}
+
+/* e:tree([dn]) -> nested {dn, name, state, restarts, error, incarnation,
+   children = {...}}; iterative so deep trees do not overflow the C stack.
+   Upvalue 1 is l_node's (the field names). */
+static int l_tree(lua_State *L) {
+  view v = {arbor_check_engine(L, 1), NAN};
+  arbor_node *top = lua_isnoneornil(L, 2) ? v.e->tree.root
+                                          : &arbor_check_node(L, v.e, 2)->n;
+  lua_settop(L, 2);
+  /* Stack holds the chain of "children" tables of the open ancestors. */
+  arbor_node *n = top;
+  lua_newtable(L); /* holder: result at [1] */
+  for (;;) {
+    luaL_checkstack(L, 4, "tree too deep");
+    push_fields(L, &v, (pnode *)n, F_SUMMARY);
+    lua_createtable(L, (int)n->nchildren, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "children");
+    /* stack: ... parent_children, node, node_children */
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, -4, luaL_len(L, -4) + 1);
+    lua_remove(L, -2);
+    /* stack: ... parent_children, node_children */
+    if (n->first) {
+      n = n->first;
+      continue;
+    }
+    lua_pop(L, 1);
+    while (n != top && !n->next) {
+      n = n->parent;
+      lua_pop(L, 1);
+    }
+    if (n == top) break;
+    n = n->next;
+  }
+  lua_rawgeti(L, -1, 1);
+  return 1;
+}
+
+/* e:events([n [, after_seq]]) -> the last n events (all held by default),
+   oldest first, optionally only those with seq > after_seq. */
+static int l_events(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  lua_Integer n = luaL_optinteger(L, 2, (lua_Integer)e->ring.len);
+  lua_Integer after = luaL_optinteger(L, 3, 0);
+  uint64_t last = e->ring.next_seq - 1;
+  uint64_t first = arbor_ring_first(&e->ring);
+  if (n < 0) n = 0;
+  if ((uint64_t)n < e->ring.len) first = last - (uint64_t)n + 1;
+  if ((uint64_t)after + 1 > first) first = (uint64_t)after + 1;
+  lua_newtable(L);
+  lua_Integer i = 1;
+  for (uint64_t s = first; s <= last; s++) {
+    const arbor_event *ev = arbor_ring_get(&e->ring, s);
+    if (!ev) continue;
+    arbor_push_event_table(e, L, ev);
+    lua_rawseti(L, -2, i++);
+  }
+  return 1;
+}
+
+/* ---- as JSON -------------------------------------------------------- */
+
+/* Adds s as a JSON string: runs of plain bytes are copied whole, so a
+   string of many megabytes is quoted in milliseconds. */
+static void json_str(luaL_Buffer *b, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
+  static const char short_esc[32] = {['\b'] = 'b', ['\f'] = 'f',
+                                     ['\n'] = 'n', ['\r'] = 'r',
+                                     ['\t'] = 't'};
+  size_t run = 0; /* the first byte not added yet */
+  luaL_addchar(b, '"');
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != 0x7f) continue;
+    luaL_addlstring(b, s + run, i - run);
+    run = i + 1;
+    char esc[6] = {'\\', (char)ch};
+    if (ch == '"' || ch == '\\') {
+      luaL_addlstring(b, esc, 2);
+    } else if (ch < 0x20 && short_esc[ch]) {
+      esc[1] = short_esc[ch];
+      luaL_addlstring(b, esc, 2);
+    } else {
+      esc[1] = 'u', esc[2] = '0', esc[3] = '0';
+      esc[4] = hex[ch >> 4], esc[5] = hex[ch & 15];
+      luaL_addlstring(b, esc, 6);
+    }
+  }
+  luaL_addlstring(b, s + run, n - run);
+  luaL_addchar(b, '"');
+}
+
+/* core.json_quote(s) -> s as a JSON string (arbor.json's encoder).
+   [-0, +1, m] */
+static int l_json_quote(lua_State *L) {
+  size_t n;
+  const char *s = luaL_checklstring(L, 1, &n);
+  luaL_Buffer b;
+  luaL_buffinitsize(L, &b, n + 2); /* one allocation when nothing escapes */
+  json_str(&b, s, n);
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* Adds i in decimal (snprintf costs more than the rest of a field). */
+static void json_int(luaL_Buffer *b, lua_Integer i) {
+  char num[24], *p = num + sizeof num;
+  lua_Unsigned u = i < 0 ? 0u - (lua_Unsigned)i : (lua_Unsigned)i;
+  do *--p = (char)('0' + u % 10); while (u /= 10);
+  if (i < 0) *--p = '-';
+  luaL_addlstring(b, p, (size_t)(num + sizeof num - p));
+}
+
+/* Adds a node's summary fields, as e:tree() has them, and the opening of
+   its children array. */
+static void json_node(luaL_Buffer *b, view *v, pnode *pn) {
+  luaL_addchar(b, '{');
+  for (int f = 0; f < F_SUMMARY; f++) {
+    value x;
+    if (field(v, pn, f, &x) == V_NONE) continue;
+    luaL_addstring(b, json_keys[f] + (f == F_DN)); /* dn: first, always */
+    switch (x.kind) {
+    case V_BOOL: luaL_addstring(b, x.u.b ? "true" : "false"); break;
+    case V_INT: json_int(b, x.u.i); break;
+    case V_NUM: {
+      char num[64];
+      snprintf(num, sizeof num, "%.6f", x.u.d);
+      luaL_addstring(b, num);
+      break;
+    }
+    case V_STR: json_str(b, x.u.str.s, x.u.str.len); break;
+    case V_WORD:
+      luaL_addchar(b, '"');
+      luaL_addstring(b, x.u.str.s);
+      luaL_addchar(b, '"');
+      break;
+    case V_DN: { /* a DN is made of [A-Za-z0-9_.-]: nothing to escape */
+      size_t len = arbor_node_dn(x.u.node, NULL, 0);
+      luaL_addchar(b, '"');
+      arbor_node_dn(x.u.node, luaL_prepbuffsize(b, len + 1), len + 1);
+      luaL_addsize(b, len);
+      luaL_addchar(b, '"');
+      break;
+    }
+    case V_NONE:
+    case V_CHILDREN: break; /* not summary fields */
+    }
+  }
+  luaL_addstring(b, ",\"children\":[");
+}
+
+/* core.tree_json(engine [, dn]) -> the tree (or dn's subtree) as JSON, the
+   fields of e:tree(); written in C because `arbor ctl tree --json` must
+   stay fast on trees of 100,000 nodes. */
+static int l_tree_json(lua_State *L) {
+  view v = {arbor_check_engine(L, 1), NAN};
+  arbor_node *top = lua_isnoneornil(L, 2) ? v.e->tree.root
+                                          : &arbor_check_node(L, v.e, 2)->n;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  arbor_node *n = top;
+  for (;;) {
+    json_node(&b, &v, (pnode *)n);
+    if (n->first) {
+      n = n->first;
+      continue;
+    }
+    luaL_addstring(&b, "]}");
+    while (n != top && !n->next) {
+      n = n->parent;
+      luaL_addstring(&b, "]}");
+    }
+    if (n == top) break;
+    n = n->next;
+    luaL_addchar(&b, ',');
+  }
+  luaL_pushresult(&b);
+  return 1;
+}
+
+/* ---- registration --------------------------------------------------- */
+
+/* [-0, +0, m] adds e:node, e:tree and e:events to the engine's methods
+   (arbor_open_engine ran), core.tree_json and core.json_quote to the
+   module table on top. */
+void arbor_open_view(lua_State *L) {
+  luaL_getmetatable(L, ARBOR_ENGINE_MT);
+  lua_getfield(L, -1, "__index");
+  /* the field names of views, both ways: index + 1 <-> name */
+  lua_createtable(L, F_COUNT, F_COUNT);
+  for (int f = 0; f < F_COUNT; f++) {
+    lua_pushstring(L, field_names[f]);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, f + 1);
+    lua_pushinteger(L, f + 1);
+    lua_rawset(L, -3);
+  }
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, l_node, 1);
+  lua_setfield(L, -3, "node");
+  lua_pushcclosure(L, l_tree, 1);
+  lua_setfield(L, -2, "tree");
+  lua_pushcfunction(L, l_events);
+  lua_setfield(L, -2, "events");
+  lua_pop(L, 2);
+  static const luaL_Reg funcs[] = {
+      {"tree_json", l_tree_json},
+      {"json_quote", l_json_quote},
+      {NULL, NULL},
+  };
+  luaL_setfuncs(L, funcs, 0);
+}
