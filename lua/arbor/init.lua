@@ -6,6 +6,7 @@ local core = require "arbor.core"
 local policy = require "arbor.policy"
 local channel = require "arbor.channel"
 local term = require "arbor.term"
+local render = require "arbor.render"
 
 local M = {}
 
@@ -285,10 +286,6 @@ end
 
 -- ---- the module API ------------------------------------------------------
 
-local function fmt_time(t)
-  return string.format("%9.3f", t)
-end
-
 --- Raises when opts give the root a lifecycle: the root has no parent,
 -- so no coordinator orders it (L0).
 function M._check_root_options(what, opts)
@@ -298,38 +295,6 @@ function M._check_root_options(what, opts)
         .. "(L0: the root has no parent coordinator to order it)", what, k), 3)
     end
   end
-end
-
---- The event printer used by `arbor run`, writing show(line) to stderr.
--- Coordinator moves are printed for parents of lifecycle children only: a
--- parent of plain children goes through every state at once, which says
--- nothing.
-local function print_event(ev, e, show)
-  local line
-  if ev.kind == "gap" then
-    line = string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
-      fmt_time(ev.time), "(events)", ev.missed, ev.first, ev.last)
-  elseif ev.kind == "state" and ev.from == ev.to then -- a first start
-    line = string.format("%s %-24s -> %s  (%s)", fmt_time(ev.time), ev.dn,
-      ev.to, ev.reason or "")
-  elseif ev.kind == "state" then
-    line = string.format("%s %-24s %s -> %s%s", fmt_time(ev.time), ev.dn,
-      ev.from, ev.to, ev.reason and ("  " .. ev.reason) or "")
-  elseif ev.kind == "coordinator" then
-    local gated, gone = e:node(ev.dn, "gated")
-    if not gone and not gated then return end
-    line = string.format("%s %-24s coordinator %s -> %s  (%s)", fmt_time(ev.time),
-      ev.dn, ev.from, ev.to, ev.reason or "")
-  else
-    line = string.format("%s %-24s %s: %s", fmt_time(ev.time), ev.dn, ev.kind,
-      ev.reason or "")
-  end
-  io.stderr:write(show(line), "\n")
-end
-
-local function print_log(dn, line, time, show)
-  io.stderr:write(show(string.format("%s %-24s | %s", fmt_time(time), dn,
-    line)), "\n")
 end
 
 local run_options = {policy = true, shutdown = true, seed = true, ring = true,
@@ -377,7 +342,7 @@ function M.run(root, opts)
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
   local show = term.filter(2)
   local sink = opts.log or (not quiet and function(dn, line, time)
-    print_log(dn, line, time, show)
+    io.stderr:write(show(render.log(dn, line, time)), "\n")
   end) or nil
   local control_path = opts.control
   if control_path == nil and cli then control_path = cli.control end
@@ -404,7 +369,12 @@ function M.run(root, opts)
     end
   end
   if sink then e:set_log(sink) end
-  if not quiet then e:subscribe(function(ev) print_event(ev, e, show) end) end
+  if not quiet then
+    e:subscribe(function(ev)
+      local line = render.event(ev, e)
+      if line then io.stderr:write(show(line), "\n") end
+    end)
+  end
   if opts.on_event then e:subscribe(opts.on_event) end
   running_engine = e
   local ok, result, reason = pcall(function()
@@ -470,41 +440,9 @@ function M.logs(dn, n) return engine():logs(dn, n) end
 --- A number in [0, 1) from the engine's seeded generator (P5).
 function M.random() return engine():random() end
 
---- Draws a tree snapshot (arbor.tree() or h:tree()) as indented text, one
--- node a line: name, state, lifecycle (when not main), blocked, the
--- coordinator state of a parent of lifecycle children, restarts and last
--- error.
-function M.render(t)
-  t = t or M.tree()
-  local lines = {}
-  local function walk(n, prefix, last, top)
-    local label = string.format("%s [%s]", n.name, n.state)
-    if n.lifecycle and n.lifecycle ~= "main" then
-      label = label .. " " .. n.lifecycle .. (n.sidecar and " sidecar" or "")
-    end
-    if n.blocked then label = label .. " blocked" end
-    if n.gated then
-      label = label .. " {" .. n.coordinator .. "}"
-    end
-    if n.restarts and n.restarts > 0 then
-      label = label .. string.format(" restarts=%d", n.restarts)
-    end
-    if n.error and n.state ~= "HEALTHY" and n.state ~= "NEW" then
-      label = label .. "  " .. n.error
-    end
-    if top then
-      lines[#lines + 1] = label
-    else
-      lines[#lines + 1] = prefix .. (last and "`-- " or "|-- ") .. label
-    end
-    local kids = n.children or {}
-    for i, c in ipairs(kids) do
-      walk(c, top and "" or prefix .. (last and "    " or "|   "), i == #kids)
-    end
-  end
-  walk(t, "", true, true)
-  return table.concat(lines, "\n")
-end
+--- Draws a tree snapshot (arbor.tree() by default, or h:tree()) as
+-- indented text, one node a line, as `arbor ctl tree` and the REPL do.
+function M.render(t) return render.tree(t or M.tree()) end
 
 -- ---- used by the arbor binary -------------------------------------------
 
