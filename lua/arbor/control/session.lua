@@ -3,6 +3,7 @@
 -- and how its input is compiled. Used by arbor.control.server and ops.
 local core = require "arbor.core"
 local render = require "arbor.render"
+local node = require "arbor.node"
 
 local M = {}
 
@@ -67,13 +68,13 @@ function M.new(ctx)
   end
   h.swap = function(dn, fn, o)
     node_or_error(e, dn, 2, "swap")
-    arbor._node_view(e, dn):swap(fn, o)
+    node.view(e, dn):swap(fn, o)
     out(dn .. ": runnable swapped" .. ((o and o.restart) and ", restarted\n"
       or " (its next start runs it)\n"))
   end
   h.policy = function(dn, p)
     node_or_error(e, dn, 2, "policy")
-    arbor._node_view(e, dn):set_policy(p)
+    node.view(e, dn):set_policy(p)
     out(dn .. ": " .. (p and "policy replaced" or "default policy restored") .. "\n")
   end
   h.logs = function(dn, n)
