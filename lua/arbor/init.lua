@@ -141,10 +141,7 @@ function M.run(root, opts)
   end
   if sink then e:set_log(sink) end
   if not quiet then
-    e:subscribe(function(ev)
-      local line = render.event(ev, e)
-      if line then io.stderr:write(show(line), "\n") end
-    end)
+    e:subscribe(function(ev) io.stderr:write(show(render.event(ev)), "\n") end)
   end
   if opts.on_event then e:subscribe(opts.on_event) end
   for _, sub in ipairs(pending) do sub.attach(e) end

@@ -63,10 +63,8 @@ end
 
 local function clock(t) return string.format("%10.3f", t) end
 
---- event(ev [, e]) -> text, or nil for an event that says nothing: with
--- the engine e, the coordinator moves of a parent of plain children only
--- (such a parent goes through every state at once).
-function M.event(ev, e)
+--- event(ev) -> text: one event (or gap) of the ring or a subscription.
+function M.event(ev)
   if ev.kind == "gap" then -- T14: the subscriber missed these
     return string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
       clock(ev.time), "(events)", ev.missed, ev.first, ev.last)
@@ -77,10 +75,6 @@ function M.event(ev, e)
     return string.format("%s %-24s %s -> %s%s", clock(ev.time), ev.dn, ev.from,
       ev.to, ev.reason and ("  " .. ev.reason) or "")
   elseif ev.kind == "coordinator" then
-    if e then
-      local gated, gone = e:node(ev.dn, "gated")
-      if not gone and not gated then return nil end
-    end
     return string.format("%s %-24s coordinator %s -> %s  (%s)", clock(ev.time),
       ev.dn, ev.from, ev.to, ev.reason or "")
   end
@@ -93,12 +87,12 @@ function M.log(dn, line, time)
   return string.format("%s %-24s | %s", clock(time), dn, line)
 end
 
---- The text of a list: the rendered items one a line (nil ones left out),
--- or `none` when there is nothing to show.
+--- The text of a list: fn(item) for each item, one a line, or `none` when
+-- the list is empty.
 function M.lines(list, fn, none)
+  if #list == 0 then return none end
   local out = {}
-  for _, x in ipairs(list) do out[#out + 1] = fn(x) end
-  if #out == 0 then return none end
+  for i, x in ipairs(list) do out[i] = fn(x) end
   return table.concat(out, "\n")
 end
 

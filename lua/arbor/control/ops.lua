@@ -129,20 +129,16 @@ op("events", function(S, cid, rid, req)
   if not n then return end
   local e = S.e
   local evs = e:events(n)
-  local function text(ev) return render.event(ev, e) end
   if req.follow then
     for _, ev in ipairs(evs) do
       if req.json then S.send(cid, rid, {event = ev})
-      else
-        local line = text(ev)
-        if line then S.send(cid, rid, {out = line .. "\n"}) end
-      end
+      else S.send(cid, rid, {out = render.event(ev) .. "\n"}) end
     end
     local newest = e:events(1)[1]
     return S.follow(cid, rid, "events", nil, req.json, newest and newest.seq)
   end
   if req.json then return S.finish(cid, rid, {data = evs}) end
-  S.finish(cid, rid, {text = render.lines(evs, text, "")})
+  S.finish(cid, rid, {text = render.lines(evs, render.event, "")})
 end)
 
 -- ---- the REPL: evaluations, interrupts, completion ----

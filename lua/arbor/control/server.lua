@@ -85,8 +85,8 @@ function M.serve(e, path, opts)
         if f.json then
           send(f.cid, f.rid, {event = ev})
         else
-          line = line or render.event(ev, e) or false
-          if line then send(f.cid, f.rid, {out = line .. "\n"}) end
+          line = line or render.event(ev)
+          send(f.cid, f.rid, {out = line .. "\n"})
         end
       end
     end

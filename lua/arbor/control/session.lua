@@ -84,9 +84,7 @@ function M.new(ctx)
     end, "(no log lines)") .. "\n")
   end
   h.events = function(n)
-    out(render.lines(e:events(n or 20), function(ev)
-      return render.event(ev, e)
-    end, "(no events)") .. "\n")
+    out(render.lines(e:events(n or 20), render.event, "(no events)") .. "\n")
   end
   h.watch = function(dn)
     if dn ~= nil then node_or_error(e, dn, 2, "watch") end
