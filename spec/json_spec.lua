@@ -70,6 +70,11 @@ describe("arbor.json", function()
       assert.same({["1"] = "x", y = 2}, json.decode(enc({"x", y = 2})))
       assert.same({["true"] = 1}, json.decode(enc({[true] = 1})))
       assert.same({["0"] = 1, ["-2"] = 2}, json.decode(enc({[0] = 1, [-2] = 2})))
+      -- "{}" in a string stays as it is next to an empty array
+      local t = enc({a = {}, s = "x{}y", n = {{}, "{}"}})
+      assert.matches('"a":[]', t, 1, true)
+      assert.matches('"s":"x{}y"', t, 1, true)
+      assert.matches('"n":[[],"{}"]', t, 1, true)
       assert.equal([["a\\b\"\n\u0001\/"]], enc('a\\b"\n\1/'))
     end)
 

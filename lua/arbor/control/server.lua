@@ -17,9 +17,7 @@ local ops = require "arbor.control.ops"
 local M = {}
 
 local QUANTUM = 10000        -- instructions per slice
-M.QUANTUM = QUANTUM
 local SLICE_NS = 2000000     -- evaluation time per loop turn (2 ms)
-M.SLICE_NS = SLICE_NS
 -- Instructions for the <close> variables of an evaluation that ended, and
 -- for the __tostring of an evaluation's error: user code too.
 local CLEANUP = 1000000
@@ -38,7 +36,7 @@ function M.serve(e, path, opts)
   local arbor = opts.arbor or require "arbor"
   -- What the operations use: the engine and the functions below.
   local S = {e = e, path = path, script = opts.script, arbor = arbor,
-    started = e:now(), QUANTUM = QUANTUM, SLICE_NS = SLICE_NS}
+    started = e:now(), QUANTUM = QUANTUM}
   local clients = {}     -- client id -> {evals = {rid -> ev}, session}
   local runq = {}        -- evaluations ready to run, in order
   local followers = {}   -- key -> {cid, rid, what = "events"|"logs", dn, json}
