@@ -610,6 +610,6 @@ describe("gated parents", function()
     assert.is_nil(h:node("root.shop.app").gated) -- no children, no coordinator
     local drawn = require("arbor").render(h:tree())
     assert.matches("shop [HEALTHY] {prestart}", drawn, 1, true)
-    assert.matches("plain [HEALTHY]\n", drawn, 1, true)
+    assert.matches("plain [HEALTHY] up 0.0s\n", drawn, 1, true)
   end)
 end)

@@ -6,6 +6,7 @@
 -- handed to a receiver is never lost, a value of a canceled sender is never
 -- delivered. Outside a runnable, only calls that need not block work.
 local core = require "arbor.core"
+local park, park_seq, unpark = core.park, core.park_seq, core.unpark
 
 local Channel = {}
 Channel.__index = Channel
@@ -50,15 +51,15 @@ function Channel:send(v)
   -- hand it to a parked receiver
   while size(self.receivers) > 0 do
     local w = shift(self.receivers)
-    if w.ctx:_unpark(w.seq, v) then return end
+    if unpark(w.ctx, w.seq, v) then return end
   end
   if size(self.buf) < self.capacity then
     push(self.buf, {v})
     return
   end
   local ctx = current("send")
-  push(self.senders, {ctx = ctx, seq = ctx:_park_seq(), v = v})
-  ctx:_park()
+  push(self.senders, {ctx = ctx, seq = park_seq(ctx), v = v})
+  park(ctx)
 end
 
 --- Receives the next value, blocking while the channel is empty.
@@ -68,7 +69,7 @@ function Channel:recv()
     -- room in the buffer: take the value of a parked sender
     while size(self.senders) > 0 do
       local w = shift(self.senders)
-      if w.ctx:_unpark(w.seq) then
+      if unpark(w.ctx, w.seq) then
         push(self.buf, {w.v})
         break
       end
@@ -77,11 +78,11 @@ function Channel:recv()
   end
   while size(self.senders) > 0 do
     local w = shift(self.senders)
-    if w.ctx:_unpark(w.seq) then return w.v end
+    if unpark(w.ctx, w.seq) then return w.v end
   end
   local ctx = current("recv")
-  push(self.receivers, {ctx = ctx, seq = ctx:_park_seq()})
-  return (ctx:_park())
+  push(self.receivers, {ctx = ctx, seq = park_seq(ctx)})
+  return (park(ctx))
 end
 
 --- Values buffered now.

@@ -8,6 +8,7 @@
 local core = require "arbor.core"
 local json = require "arbor.json"
 local control = require "arbor.control"
+local render = require "arbor.render"
 local term = require "arbor.term"
 
 local M = {}
@@ -298,7 +299,7 @@ function M.repl(args)
     end)
     print(string.format("arbor %s, pid %d, %s: %d node(s), up %s. help() lists the "
       .. "helpers; Ctrl-D quits.", st.data.version, st.data.pid,
-      tostring(st.data.script), st.data.nodes, control.duration(st.data.uptime)))
+      tostring(st.data.script), st.data.nodes, render.duration(st.data.uptime)))
   end
 
   local function read(prompt)

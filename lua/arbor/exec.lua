@@ -228,8 +228,6 @@ function M.exec(ctx, argv, opts)
   return proc
 end
 
-core.ctx_methods.exec = M.exec
-
 -- ---- arbor.exec: the ready-made runnable --------------------------------
 
 local runnable_options = {oneshot = true, ready = true, interval = true}

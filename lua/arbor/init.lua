@@ -6,6 +6,11 @@ local core = require "arbor.core"
 local policy = require "arbor.policy"
 local channel = require "arbor.channel"
 local term = require "arbor.term"
+local render = require "arbor.render"
+local node = require "arbor.node"
+local arbor_cli = require "arbor.cli"
+local explain = require("arbor.explain").explain
+require "arbor.ctx" -- the ctx methods written in Lua
 
 local M = {}
 
@@ -19,8 +24,9 @@ M.canceled = core.canceled
 M.is_canceled = core.is_canceled
 
 local running_engine -- the engine of the arbor.run in progress
-local cli            -- set by the arbor binary: {quiet, control, script, default}
-local last_run       -- {ok, reason} of the last arbor.run
+-- Subscriptions made by arbor.on_event outside any tree: the next arbor.run
+-- subscribes them to its tree before the root starts.
+local pending = {}
 
 -- os.exit while the engine runs user code (a runnable, a policy, a
 -- subscriber, a defer, an evaluation) would end arbor at once, with no
@@ -54,292 +60,19 @@ local function engine(level)
   return e
 end
 
--- ---- ctx methods written in Lua -----------------------------------------
-
-local methods = core.ctx_methods
-local Shield = {__close = function(s) s.ctx:_shield_leave() end}
-
---- ctx:shield(fn, ...): runs fn with cancellation held off (T7): blocking
--- calls inside work normally until the shutdown deadline.
-function methods.shield(ctx, fn, ...)
-  if type(fn) ~= "function" then
-    error(ctx.dn .. ": ctx:shield(fn): want a function, got " .. type(fn), 2)
-  end
-  ctx:_shield_enter()
-  local guard <close> = setmetatable({ctx = ctx}, Shield)
-  return fn(...)
-end
-
---- ctx:await(start): calls start(cb) and blocks until cb(...) is called;
--- returns cb's arguments. Turns any callback API (luv) into a blocking call.
--- Canceled meanwhile, it raises the cancellation error and a later cb is
--- ignored. A cb called before start returns is fine.
-function methods.await(ctx, start)
-  if type(start) ~= "function" then
-    error(ctx.dn .. ": ctx:await(start): want a function, got " .. type(start), 2)
-  end
-  local seq = ctx:_park_seq()
-  local state, early = "starting", nil
-  start(function(...)
-    if state == "starting" then
-      early, state = table.pack(...), "done"
-    elseif state == "parked" then
-      state = "done"
-      ctx:_unpark(seq, ...)
-    end
-  end)
-  if early then return table.unpack(early, 1, early.n) end
-  state = "parked"
-  return ctx:_park()
-end
-
--- ---- node views (T13a, T13) ---------------------------------------------
-
-local NodeMethods = {}
-
-local function view_engine(self)
-  return rawget(self, "_engine"), rawget(self, "dn")
-end
-
--- The harness settles after each method, like after its other actions.
-local function acted(self)
-  local after = rawget(self, "_after")
-  if after then after() end
-end
-
---- node:restart(): cancels a running node so it restarts at once; starts a
--- node waiting for a delayed restart, or one that was given up or held.
-function NodeMethods.restart(self)
-  local e, dn = view_engine(self)
-  e:restart(dn)
-  acted(self)
-end
-
---- node:cancel(): cancels the current incarnation (children first, T12);
--- by T8 it then restarts, as a CANCELED node does.
-function NodeMethods.cancel(self)
-  local e, dn = view_engine(self)
-  e:cancel(dn)
-  acted(self)
-end
-
---- node:stop(): cancels the node and holds it down until node:restart().
-function NodeMethods.stop(self)
-  local e, dn = view_engine(self)
-  e:hold(dn)
-  acted(self)
-end
-
---- node:swap(fn [, {restart = true}]): the next start runs fn (T13).
-function NodeMethods.swap(self, fn, opts)
-  local e, dn = view_engine(self)
-  if type(fn) ~= "function" then
-    error("swap " .. dn .. ": the runnable must be a function, got " .. type(fn), 2)
-  end
-  if opts ~= nil and type(opts) ~= "table" then
-    error("swap " .. dn .. ": options must be a table, got " .. type(opts), 2)
-  end
-  for k in pairs(opts or {}) do
-    if k ~= "restart" then
-      error("swap " .. dn .. ": unknown option '" .. core.cut(k) .. "'", 2)
-    end
-  end
-  e:swap(dn, fn, opts and opts.restart)
-  acted(self)
-end
-
---- node:set_policy(p): p decides this node's next restart; the failure
--- history is kept (T13). nil restores the default policy.
-function NodeMethods.set_policy(self, p)
-  local e, dn = view_engine(self)
-  if p ~= nil and type(p) ~= "function" then
-    error("set_policy " .. dn .. ": the policy must be a function, got " .. type(p), 2)
-  end
-  e:set_policy(dn, p)
-  acted(self)
-end
-
---- node:logs([n]): the node's last log lines, {time=, line=} oldest first.
-function NodeMethods.logs(self, n)
-  local e, dn = view_engine(self)
-  return e:logs(dn, n)
-end
-
--- ---- explain (issue 4) --------------------------------------------------
-
-local function secs(x) return string.format("%.3fs", x) end
-
---- Why the node whose fields (e:node(dn)) are f is, or is not, running now:
--- a code and one sentence. `now` is the engine's time.
-local function explain_fields(f, e)
-  local dn, now = f.dn, e:now()
-  if f.blocked then -- behind a closed lifecycle gate (L7)
-    local gate = (f.sidecar and f.lifecycle .. " sidecar" or f.lifecycle)
-    return "blocked", string.format("%s is not running: its lifecycle gate "
-      .. "(%s) is closed while %s's coordinator is in state %s", dn, gate,
-      f.parent, tostring(f.parent and e:node(f.parent, "coordinator")))
-  end
-  if f.running and f.stopping then
-    if f.waiting_for and f.waiting_for ~= dn then
-      return "stopping", string.format("%s is stopping: canceled, it waits "
-        .. "for %s to exit first (children stop first, T12)", dn, f.waiting_for)
-    end
-    return "stopping", string.format("%s is stopping: canceled, it has %s "
-      .. "to exit", dn, secs(f.shutdown))
-  end
-  if f.running then
-    return "running", string.format("%s is running: %s, incarnation %d, "
-      .. "started at %s (up %s)", dn, f.state, f.incarnation, secs(f.started),
-      secs(now - f.started))
-  end
-  if f.waiting_member then
-    return "waiting_member", string.format("%s waits for group member %s "
-      .. "to %s before it starts (members start in order)", dn,
-      f.waiting_member, f.ordered and "be HEALTHY" or "start")
-  end
-  if f.restart_at then
-    return "backoff", string.format("%s is waiting for a backoff: its "
-      .. "policy restarts it at %s (in %s) after it exited %s: %s", dn,
-      secs(f.restart_at), secs(f.restart_at - now), f.state,
-      f.error or "")
-  end
-  if f.waiting_for then
-    return "waiting_descendant", string.format("%s exited %s at %s and "
-      .. "waits for descendant %s to exit (since %s) before it can restart",
-      dn, f.state, secs(f.exited), f.waiting_for, secs(f.exited))
-  end
-  if f.auto_done then
-    return "auto_shutdown", string.format("%s ended DONE by %s", dn,
-      f.error or "auto_shutdown")
-  end
-  if f.held and f.state == "DEAD" and f.decision == "stop" then
-    return "given_up", string.format("%s was given up: its policy decided "
-      .. "\"stop\" after failure %d in a row: %s", dn, f.consecutive,
-      f.error or "")
-  end
-  if f.held and f.state == "DEAD" and f.decision == "escalate" then
-    return "given_up", string.format("%s was given up: its policy decided "
-      .. "\"escalate\" (its parent %s was failed) after: %s", dn,
-      f.parent or "", f.error or "")
-  end
-  if f.held then
-    return "held", string.format("%s is held down (stopped by hand, "
-      .. "state %s): node:restart() starts it again", dn, f.state)
-  end
-  if f.state == "DONE" then
-    return "done", string.format("%s finished: it ended DONE at %s and is "
-      .. "not restarted", dn, secs(f.exited or now))
-  end
-  if f.canceled then
-    return "canceled", string.format("%s is %s: its parent is being "
-      .. "stopped, so it is not restarted", dn, f.state)
-  end
-  if f.incarnation == 0 then
-    return "not_started", string.format("%s has not started yet", dn)
-  end
-  return "exited", string.format("%s exited %s", dn, f.state)
-end
-
--- The fields explain reads, each read from the engine when used.
-local function lazy_fields(e, dn)
-  return setmetatable({}, {__index = function(_, k) return e:node(dn, k) end})
-end
-
-function M._explain(e, dn)
-  local _, err = e:node(dn, "dn")
-  if err then return nil, err end
-  local why, sentence = explain_fields(lazy_fields(e, dn), e)
-  return sentence, why
-end
-
-local NodeView = {
-  -- Each field is read from the engine alone, when used (T13a): reading
-  -- `state` does not build `children`.
-  __index = function(self, k)
-    local m = NodeMethods[k]
-    if m then return m end
-    local e, dn = view_engine(self)
-    if k == "why" or k == "explanation" then
-      if not e:node(dn, "dn") then return nil end
-      local why, sentence = explain_fields(lazy_fields(e, dn), e)
-      return k == "why" and why or sentence
-    end
-    return e:node(dn, k)
-  end,
-  __tostring = function(self)
-    local e, dn = view_engine(self)
-    return string.format("node(%s %s)", dn, e:node(dn, "state") or "gone")
-  end,
-}
-
---- A live view of the node at dn of engine e: fields are read when used;
--- `after` (optional) runs after each method (the harness settles there).
-function M._node_view(e, dn, after)
-  if type(dn) ~= "string" then
-    error("node(dn): dn must be a string, got " .. type(dn), 3)
-  end
-  local _, err = e:node(dn, "dn")
-  if err then return nil, err end
-  return setmetatable({_engine = e, dn = dn, _after = after}, NodeView)
-end
-
 -- ---- the module API ------------------------------------------------------
 
-local function fmt_time(t)
-  return string.format("%9.3f", t)
-end
-
---- Raises when opts give the root a lifecycle: the root has no parent,
--- so no coordinator orders it (L0).
-function M._check_root_options(what, opts)
-  for _, k in ipairs{"lifecycle", "sidecar"} do
-    if opts[k] ~= nil then
-      error(string.format("%s: root: option '%s' is not allowed on the root "
-        .. "(L0: the root has no parent coordinator to order it)", what, k), 3)
-    end
-  end
-end
-
---- The event printer used by `arbor run`, writing show(line) to stderr.
--- Coordinator moves are printed for parents of lifecycle children only: a
--- parent of plain children goes through every state at once, which says
--- nothing.
-local function print_event(ev, e, show)
-  local line
-  if ev.kind == "gap" then
-    line = string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
-      fmt_time(ev.time), "(events)", ev.missed, ev.first, ev.last)
-  elseif ev.kind == "state" and ev.from == ev.to then -- a first start
-    line = string.format("%s %-24s -> %s  (%s)", fmt_time(ev.time), ev.dn,
-      ev.to, ev.reason or "")
-  elseif ev.kind == "state" then
-    line = string.format("%s %-24s %s -> %s%s", fmt_time(ev.time), ev.dn,
-      ev.from, ev.to, ev.reason and ("  " .. ev.reason) or "")
-  elseif ev.kind == "coordinator" then
-    local gated, gone = e:node(ev.dn, "gated")
-    if not gone and not gated then return end
-    line = string.format("%s %-24s coordinator %s -> %s  (%s)", fmt_time(ev.time),
-      ev.dn, ev.from, ev.to, ev.reason or "")
-  else
-    line = string.format("%s %-24s %s: %s", fmt_time(ev.time), ev.dn, ev.kind,
-      ev.reason or "")
-  end
-  io.stderr:write(show(line), "\n")
-end
-
-local function print_log(dn, line, time, show)
-  io.stderr:write(show(string.format("%s %-24s | %s", fmt_time(time), dn,
-    line)), "\n")
-end
-
-local run_options = {policy = true, shutdown = true, seed = true, ring = true,
-  ring_bytes = true, outbox = true, signals = true, log = true, on_event = true,
-  quiet = true, runaway = true, control = true, auto_shutdown = true}
+local run_options = {policy = true, default_policy = true, shutdown = true,
+  seed = true, ring = true, ring_bytes = true, outbox = true, signals = true,
+  log = true, on_event = true, quiet = true, runaway = true, control = true,
+  auto_shutdown = true}
 
 --- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
 -- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
 -- up (T11). Returns true, or false and the reason.
--- opts: policy, shutdown, seed, ring (event ring size), ring_bytes (bytes of
+-- opts: policy (the root's), default_policy (of the nodes given none,
+-- default arbor.policy.exponential()), shutdown, seed, ring (event ring
+-- size), ring_bytes (bytes of
 -- reasons the ring may hold), outbox (events one step may emit before
 -- subscribers miss some, T14), signals (default true), log (function(dn,
 -- line, time)), on_event (function(ev)), quiet, runaway (seconds a runnable
@@ -355,14 +88,16 @@ function M.run(root, opts)
     error("arbor.run(root, opts): opts must be a table, got " .. type(opts), 2)
   end
   opts = opts or {}
-  M._check_root_options("arbor.run", opts)
+  node.check_root("arbor.run", opts)
   for k in pairs(opts) do
     if not run_options[k] then
       error("arbor.run: unknown option '" .. core.cut(k) .. "'", 2)
     end
   end
-  if opts.policy ~= nil and type(opts.policy) ~= "function" then
-    error("arbor.run: option 'policy' must be a function, got " .. type(opts.policy), 2)
+  for _, k in ipairs{"policy", "default_policy"} do
+    if opts[k] ~= nil and type(opts[k]) ~= "function" then
+      error("arbor.run: option '" .. k .. "' must be a function, got " .. type(opts[k]), 2)
+    end
   end
   if opts.control ~= nil and opts.control ~= false and type(opts.control) ~= "string" then
     error("arbor.run: option 'control' must be a path or false, got " .. type(opts.control), 2)
@@ -373,11 +108,12 @@ function M.run(root, opts)
   local e = core.engine{virtual = false, seed = opts.seed or os.time(),
     ring = opts.ring, ring_bytes = opts.ring_bytes, outbox = opts.outbox,
     signals = opts.signals ~= false, runaway = opts.runaway}
-  e:set_default_policy(policy.exponential())
+  e:set_default_policy(opts.default_policy or policy.exponential())
+  local cli = arbor_cli.options -- under `arbor run`
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
   local show = term.filter(2)
   local sink = opts.log or (not quiet and function(dn, line, time)
-    print_log(dn, line, time, show)
+    io.stderr:write(show(render.log(dn, line, time)), "\n")
   end) or nil
   local control_path = opts.control
   if control_path == nil and cli then control_path = cli.control end
@@ -404,8 +140,12 @@ function M.run(root, opts)
     end
   end
   if sink then e:set_log(sink) end
-  if not quiet then e:subscribe(function(ev) print_event(ev, e, show) end) end
+  if not quiet then
+    e:subscribe(function(ev) io.stderr:write(show(render.event(ev)), "\n") end)
+  end
   if opts.on_event then e:subscribe(opts.on_event) end
+  for _, sub in ipairs(pending) do sub.attach(e) end
+  pending = {}
   running_engine = e
   local ok, result, reason = pcall(function()
     e:start(root, opts.policy, opts.shutdown, opts.auto_shutdown)
@@ -415,7 +155,7 @@ function M.run(root, opts)
   if server then server.close() end
   e:close()
   if not ok then error(result, 0) end
-  last_run = {ok = result, reason = reason}
+  arbor_cli.ran(result, reason)
   return result, reason
 end
 
@@ -433,7 +173,7 @@ end
 function M.tree(dn) return engine():tree(dn) end
 
 --- A live view of the node at dn (T13a), or nil and a message.
-function M.node(dn) return M._node_view(engine(), dn) end
+function M.node(dn) return node.view(engine(), dn) end
 
 --- One sentence saying why the node at dn is (or is not) running now, and
 -- a code for programs ("running", "backoff", "blocked", "waiting_member",
@@ -444,21 +184,29 @@ function M.explain(dn)
   if type(dn) ~= "string" then
     error("arbor.explain(dn): dn must be a string, got " .. type(dn), 2)
   end
-  return M._explain(engine(), dn)
+  return explain(engine(), dn)
 end
 
 --- The last n events (all held when n is nil), oldest first (T14).
 function M.events(n) return engine():events(n) end
 
---- Calls fn(event) for every event from now on. Returns a function that
--- unsubscribes. A subscriber that raises is removed and logged.
+--- Calls fn(event) for every event from now on: of the tree of the calling
+-- runnable, or of the tree arbor.run is running; called outside any tree,
+-- of the tree the next arbor.run starts, from its first event. Returns a
+-- function that unsubscribes (as h:on_event does). A subscriber that raises
+-- is removed and logged.
 function M.on_event(fn)
   if type(fn) ~= "function" then
     error("arbor.on_event(fn): want a function, got " .. type(fn), 2)
   end
-  local e = engine()
-  local id = e:subscribe(fn)
-  return function() e:unsubscribe(id) end
+  local sub = node.subscription(fn)
+  local e = core.current() or running_engine
+  if e then
+    sub.attach(e)
+  else
+    pending[#pending + 1] = sub
+  end
+  return sub.unsubscribe
 end
 
 --- Nodes past their shutdown deadline that have not exited (T7).
@@ -470,70 +218,8 @@ function M.logs(dn, n) return engine():logs(dn, n) end
 --- A number in [0, 1) from the engine's seeded generator (P5).
 function M.random() return engine():random() end
 
---- Draws a tree snapshot (arbor.tree() or h:tree()) as indented text, one
--- node a line: name, state, lifecycle (when not main), blocked, the
--- coordinator state of a parent of lifecycle children, restarts and last
--- error.
-function M.render(t)
-  t = t or M.tree()
-  local lines = {}
-  local function walk(n, prefix, last, top)
-    local label = string.format("%s [%s]", n.name, n.state)
-    if n.lifecycle and n.lifecycle ~= "main" then
-      label = label .. " " .. n.lifecycle .. (n.sidecar and " sidecar" or "")
-    end
-    if n.blocked then label = label .. " blocked" end
-    if n.gated then
-      label = label .. " {" .. n.coordinator .. "}"
-    end
-    if n.restarts and n.restarts > 0 then
-      label = label .. string.format(" restarts=%d", n.restarts)
-    end
-    if n.error and n.state ~= "HEALTHY" and n.state ~= "NEW" then
-      label = label .. "  " .. n.error
-    end
-    if top then
-      lines[#lines + 1] = label
-    else
-      lines[#lines + 1] = prefix .. (last and "`-- " or "|-- ") .. label
-    end
-    local kids = n.children or {}
-    for i, c in ipairs(kids) do
-      walk(c, top and "" or prefix .. (last and "    " or "|   "), i == #kids)
-    end
-  end
-  walk(t, "", true, true)
-  return table.concat(lines, "\n")
-end
-
--- ---- used by the arbor binary -------------------------------------------
-
---- control: the socket path, false for none, nil for the default: then
--- $ARBOR_CONTROL (a path, or "none"), else the default path, which may fail
--- with a warning unless another arbor is serving it.
-function M._cli(quiet, control, script)
-  local default = false
-  if control == nil then
-    local env = os.getenv("ARBOR_CONTROL")
-    if env == "none" then
-      control = false
-    elseif env and env ~= "" then
-      control = env
-    else
-      control = require("arbor.control").default_path(script)
-      default = true
-    end
-  end
-  cli = {quiet = quiet, control = control, script = script, default = default}
-end
-
-function M._exit_status()
-  if not last_run then
-    return 2, "the script neither called arbor.run nor returned a root runnable"
-  end
-  if last_run.ok then return 0 end
-  if last_run.reason == "interrupted" then return 130, "interrupted" end
-  return 1, last_run.reason
-end
+--- Draws a tree snapshot (arbor.tree() by default, or h:tree()) as
+-- indented text, one node a line, as `arbor ctl tree` and the REPL do.
+function M.render(t) return render.tree(t or M.tree()) end
 
 return M

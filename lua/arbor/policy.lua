@@ -135,11 +135,23 @@ function M.constant(seconds)
   return function() return seconds end
 end
 
---- Restart at once.
-function M.immediate() return 0 end
+-- A stock policy without parameters: p() makes the policy, like every
+-- other constructor here; p itself is that policy too (the older spelling,
+-- `policy = arbor.policy.immediate`), as the engine always calls a policy
+-- with its event.
+local function constructor(decision)
+  local function policy(ev)
+    if ev == nil then return policy end
+    return decision
+  end
+  return policy
+end
 
---- Never restart: the node stays DEAD; its parent is not affected.
-function M.never() return "stop" end
+--- immediate(): restart at once.
+M.immediate = constructor(0)
+
+--- never(): never restart: the node stays DEAD; its parent is not affected.
+M.never = constructor("stop")
 
 -- ---- intensity ------------------------------------------------------------
 
@@ -165,8 +177,9 @@ end
 
 --- OTP's restart intensity: more than `max` failures within `period`
 -- seconds (the failure being decided included) and the policy gives up the
--- way `then` says: "escalate" (the default), "stop", or another policy that
--- decides instead (a long pause, say). Within the limit it lets the next
+-- way `exceeded` says: "escalate" (the default), "stop", or another policy
+-- that decides instead (a long pause, say); `["then"]` is its older
+-- spelling. Within the limit it lets the next
 -- policy of a chain decide, or, used alone, restarts at once (as OTP does).
 -- O(1) per decision whatever the rate: exact from the engine's failure ring
 -- for max < 16; above, counted in 16 buckets of period/16 seconds
@@ -176,17 +189,23 @@ function M.intensity(opts)
     error("arbor.policy.intensity: options must be a table {max =, period =}, got "
       .. type(opts), 2)
   end
-  check_keys("intensity", opts, {max = true, period = true, ["then"] = true})
+  check_keys("intensity", opts, {max = true, period = true, exceeded = true,
+    ["then"] = true})
+  if opts.exceeded ~= nil and opts["then"] ~= nil then
+    error("arbor.policy.intensity: give 'exceeded' or its older spelling 'then', not both", 2)
+  end
   if opts.max == nil then error("arbor.policy.intensity: 'max' is required", 2) end
   if opts.period == nil then
     error("arbor.policy.intensity: 'period' is required", 2)
   end
   local max = check_number("intensity", opts, "max", nil, 0)
   local period = check_number("intensity", opts, "period", nil, 0, nil, true)
-  local give_up = opts["then"] == nil and "escalate" or opts["then"]
+  local option = opts["then"] ~= nil and "then" or "exceeded"
+  local give_up = opts[option]
+  if give_up == nil then give_up = "escalate" end
   if give_up ~= "escalate" and give_up ~= "stop" and type(give_up) ~= "function" then
-    error("arbor.policy.intensity: 'then' must be \"escalate\", \"stop\" or a "
-      .. "policy (a function), got " .. core.cut(give_up), 2)
+    error("arbor.policy.intensity: '" .. option .. "' must be \"escalate\", \"stop\" "
+      .. "or a policy (a function), got " .. core.cut(give_up), 2)
   end
   if max < EXACT then
     local need = math.floor(max) + 1 -- failures that exceed the limit

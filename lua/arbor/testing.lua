@@ -10,8 +10,10 @@
 -- the tree (runs it until nothing can progress without time moving), so a
 -- spec reads a stable tree after each step.
 local core = require "arbor.core"
-local arbor = require "arbor"
+require "arbor" -- the ctx methods written in Lua, arbor.* inside runnables
 local policy = require "arbor.policy"
+local node = require "arbor.node"
+local explain = require("arbor.explain").explain
 
 local M = {}
 
@@ -19,13 +21,14 @@ local Harness = {}
 Harness.__index = Harness
 
 local new_options = {seed = true, ring = true, ring_bytes = true, outbox = true,
-  policy = true, runaway = true}
+  default_policy = true, policy = true, runaway = true}
 
 --- Creates a harness. opts: seed (jitter and arbor.random, default 1), ring
 -- (events kept, default 100000), ring_bytes and outbox (as arbor.run's,
--- T14), policy (the default policy, default arbor.policy.exponential()),
--- runaway (real seconds a runnable may run without yielding before it is
--- failed, default 10).
+-- T14), default_policy (of the nodes given none, default
+-- arbor.policy.exponential(); `policy` is its older spelling: the root's
+-- policy is h:start's, as arbor.run's `policy` is), runaway (real seconds a
+-- runnable may run without yielding before it is failed, default 10).
 function M.new(opts)
   opts = opts or {}
   if type(opts) ~= "table" then
@@ -36,10 +39,18 @@ function M.new(opts)
       error("testing.new: unknown option '" .. core.cut(k) .. "'", 2)
     end
   end
+  if opts.default_policy ~= nil and opts.policy ~= nil then
+    error("testing.new: give 'default_policy' or its older spelling 'policy', not both", 2)
+  end
+  local default = opts.default_policy
+  if default == nil then default = opts.policy end
+  if default ~= nil and type(default) ~= "function" then
+    error("testing.new: option 'default_policy' must be a function, got " .. type(default), 2)
+  end
   local e = core.engine{virtual = true, seed = opts.seed or 1,
     ring = opts.ring or 100000, ring_bytes = opts.ring_bytes,
     outbox = opts.outbox, runaway = opts.runaway}
-  e:set_default_policy(opts.policy or policy.exponential())
+  e:set_default_policy(default or policy.exponential())
   return setmetatable({engine = e}, Harness)
 end
 
@@ -50,7 +61,7 @@ function Harness:start(root, opts)
     error("h:start(root): the root runnable must be a function, got " .. type(root), 2)
   end
   opts = opts or {}
-  arbor._check_root_options("h:start", opts)
+  node.check_root("h:start", opts)
   self.engine:start(root, opts.policy, opts.shutdown, opts.auto_shutdown)
   self:settle()
   return self
@@ -72,7 +83,7 @@ end
 
 --- The node view of arbor.node(dn) (T13a), methods included.
 function Harness:node(dn)
-  return arbor._node_view(self.engine, dn, function() self:settle() end)
+  return node.view(self.engine, dn, function() self:settle() end)
 end
 
 --- Events, oldest first; filter: {dn=, kind=, to=, from=} keeps matches.
@@ -127,11 +138,34 @@ end
 
 function Harness:tree(dn) return self.engine:tree(dn) end
 --- arbor.explain on this harness's tree: a sentence and a code.
-function Harness:explain(dn) return arbor._explain(self.engine, dn) end
+function Harness:explain(dn) return explain(self.engine, dn) end
 function Harness:logs(dn, n) return self.engine:logs(dn, n) end
 function Harness:stuck() return self.engine:stuck() end
 function Harness:stats() return self.engine:stats() end
-function Harness:on_event(fn) return self.engine:subscribe(fn) end
+-- h.engine:unsubscribe(h:on_event(fn)) is the older spelling of
+-- h:on_event(fn)(), from when h:on_event returned the engine's subscription
+-- id: the engine's unsubscribe takes the harness's handles too.
+local handles = setmetatable({}, {__mode = "k"})
+do
+  local methods = debug.getregistry()["arbor.Engine"].__index
+  local unsubscribe = methods.unsubscribe
+  function methods.unsubscribe(e, id)
+    if handles[id] then return id() end
+    return unsubscribe(e, id)
+  end
+end
+
+--- Subscribes fn to the harness's events; returns a function that
+-- unsubscribes (as arbor.on_event does).
+function Harness:on_event(fn)
+  if type(fn) ~= "function" then
+    error("h:on_event(fn): want a function, got " .. type(fn), 2)
+  end
+  local sub = node.subscription(fn)
+  sub.attach(self.engine)
+  handles[sub.unsubscribe] = true
+  return sub.unsubscribe
+end
 
 --- Frees the engine now (it is also freed when collected).
 function Harness:close() self.engine:close() end

@@ -117,10 +117,12 @@ static int run_script(lua_State *L, const char *script, int quiet,
 
   lua_pushcfunction(L, msghandler);
   int h = lua_gettop(L);
-  /* require "arbor" and tell it it runs under the CLI */
+  /* require "arbor", and tell arbor.cli it runs under the CLI */
   if (!require_module(L, "arbor", h)) return 2;
   int mod = lua_gettop(L);
-  lua_getfield(L, mod, "_cli");
+  if (!require_module(L, "arbor.cli", h)) return 2;
+  int cli = lua_gettop(L);
+  lua_getfield(L, cli, "setup");
   lua_pushboolean(L, quiet);
   if (!control)
     lua_pushnil(L);
@@ -155,7 +157,7 @@ static int run_script(lua_State *L, const char *script, int quiet,
   } else {
     lua_pop(L, 1);
   }
-  lua_getfield(L, mod, "_exit_status");
+  lua_getfield(L, cli, "exit_status");
   lua_call(L, 0, 2);
   int status = (int)lua_tointeger(L, -2);
   if (lua_isstring(L, -1)) fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));

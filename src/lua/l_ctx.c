@@ -65,21 +65,21 @@ static int ctx_wait(lua_State *L) {
   return block(L, pn, WAIT_CANCEL, 0);
 }
 
-/* ctx:_park_seq(): the sequence number the next park will have. */
+/* core.park_seq(ctx): the sequence number the next park will have. */
 static int ctx_park_seq(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   lua_pushinteger(L, (lua_Integer)(uint32_t)(pn->wait_seq + 1));
   return 1;
 }
 
-/* ctx:_park(): parks until ctx:_unpark(seq, ...) delivers values. */
+/* core.park(ctx): parks until core.unpark(ctx, seq, ...) delivers values. */
 static int ctx_park(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   lua_settop(L, 1);
   return block(L, pn, WAIT_PARK, 0);
 }
 
-/* ctx:_unpark(seq, ...): true when the values reached the parked call. */
+/* core.unpark(ctx, seq, ...): true when the values reached the parked call. */
 static int ctx_unpark(lua_State *L) {
   arbor_ctx *c = arbor_to_ctx(L, 1);
   uint32_t seq = (uint32_t)luaL_checkinteger(L, 2);
@@ -430,15 +430,22 @@ static const luaL_Reg ctx_methods[] = {
     {"wait", ctx_wait},
     {"canceled", ctx_canceled},
     {"log", ctx_log},
-    {"_shield_enter", ctx_shield_enter},
-    {"_shield_leave", ctx_shield_leave},
-    {"_park_seq", ctx_park_seq},
-    {"_park", ctx_park},
-    {"_unpark", ctx_unpark},
     {NULL, NULL},
 };
 
-/* [-0, +0, m] registers the ctx metatable and core.self in the table on top. */
+/* The primitives under Lua's ctx methods (lua/arbor/ctx.lua, channel.lua):
+   functions of arbor.core taking the ctx, not methods of every ctx. */
+static const luaL_Reg ctx_private[] = {
+    {"shield_enter", ctx_shield_enter},
+    {"shield_leave", ctx_shield_leave},
+    {"park_seq", ctx_park_seq},
+    {"park", ctx_park},
+    {"unpark", ctx_unpark},
+    {NULL, NULL},
+};
+
+/* [-0, +0, m] registers the ctx metatable, and core.self and the private
+   primitives in the table on top. */
 void arbor_open_ctx(lua_State *L) {
   arbor_ctx_metatable(L);
   luaL_newlib(L, ctx_methods);
@@ -449,4 +456,5 @@ void arbor_open_ctx(lua_State *L) {
   lua_pop(L, 1);
   lua_pushcfunction(L, l_self);
   lua_setfield(L, -2, "self");
+  luaL_setfuncs(L, ctx_private, 0);
 }

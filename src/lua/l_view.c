@@ -356,18 +356,6 @@ static void json_str(luaL_Buffer *b, const char *s, size_t n) {
   luaL_addchar(b, '"');
 }
 
-/* core.json_quote(s) -> s as a JSON string (arbor.json's encoder).
-   [-0, +1, m] */
-static int l_json_quote(lua_State *L) {
-  size_t n;
-  const char *s = luaL_checklstring(L, 1, &n);
-  luaL_Buffer b;
-  luaL_buffinitsize(L, &b, n + 2); /* one allocation when nothing escapes */
-  json_str(&b, s, n);
-  luaL_pushresult(&b);
-  return 1;
-}
-
 /* Adds i in decimal (snprintf costs more than the rest of a field). */
 static void json_int(luaL_Buffer *b, lua_Integer i) {
   char num[24], *p = num + sizeof num;
@@ -447,7 +435,7 @@ static int l_tree_json(lua_State *L) {
 /* ---- registration --------------------------------------------------- */
 
 /* [-0, +0, m] adds e:node, e:tree and e:events to the engine's methods
-   (arbor_open_engine ran), core.tree_json and core.json_quote to the
+   (arbor_open_engine ran), core.tree_json to the
    module table on top. */
 void arbor_open_view(lua_State *L) {
   luaL_getmetatable(L, ARBOR_ENGINE_MT);
@@ -471,7 +459,6 @@ void arbor_open_view(lua_State *L) {
   lua_pop(L, 2);
   static const luaL_Reg funcs[] = {
       {"tree_json", l_tree_json},
-      {"json_quote", l_json_quote},
       {NULL, NULL},
   };
   luaL_setfuncs(L, funcs, 0);

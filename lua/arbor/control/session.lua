@@ -1,7 +1,9 @@
---- arbor.session: a REPL session of the control plane (C2): the
+--- arbor.control.session: a REPL session of the control plane (C2): the
 -- environment one connection evaluates in, with its helpers (docs/repl.md),
--- and how its input is compiled. Used by lua/arbor/control.lua.
+-- and how its input is compiled. Used by arbor.control.server and ops.
 local core = require "arbor.core"
+local render = require "arbor.render"
+local node = require "arbor.node"
 
 local M = {}
 
@@ -35,8 +37,7 @@ end
 --- new(ctx) -> session {env, helpers, budget}. ctx: e (the engine object),
 -- arbor (the module), out(text) (prints at the client), current() (the
 -- evaluation running), follow(ev, dn) (streams events to ev's client),
--- WAIT (what watch() yields), quantum, budget (the default), render
--- ({tree, log, event}).
+-- WAIT (what watch() yields), quantum, budget (the default).
 function M.new(ctx)
   local e, arbor, out = ctx.e, ctx.arbor, ctx.out
   local s = {budget = ctx.budget}
@@ -52,7 +53,7 @@ function M.new(ctx)
   h.help = function() out(help_text .. "\n") end
   h.tree = function(dn)
     if dn ~= nil then node_or_error(e, dn, 2, "tree") end
-    out(ctx.render.tree(e:tree(dn)) .. "\n")
+    out(render.tree(e:tree(dn)) .. "\n")
   end
   h.node = function(dn) return node_or_error(e, dn, 2, "node") end
   h.restart = function(dn)
@@ -67,27 +68,23 @@ function M.new(ctx)
   end
   h.swap = function(dn, fn, o)
     node_or_error(e, dn, 2, "swap")
-    arbor._node_view(e, dn):swap(fn, o)
+    node.view(e, dn):swap(fn, o)
     out(dn .. ": runnable swapped" .. ((o and o.restart) and ", restarted\n"
       or " (its next start runs it)\n"))
   end
   h.policy = function(dn, p)
     node_or_error(e, dn, 2, "policy")
-    arbor._node_view(e, dn):set_policy(p)
+    node.view(e, dn):set_policy(p)
     out(dn .. ": " .. (p and "policy replaced" or "default policy restored") .. "\n")
   end
   h.logs = function(dn, n)
     node_or_error(e, dn, 2, "logs")
-    local lines = {}
-    for _, l in ipairs(e:logs(dn, n or 20)) do
-      lines[#lines + 1] = ctx.render.log(dn, l)
-    end
-    out(#lines > 0 and table.concat(lines, "\n") .. "\n" or "(no log lines)\n")
+    out(render.lines(e:logs(dn, n or 20), function(l)
+      return render.log(dn, l.line, l.time)
+    end, "(no log lines)") .. "\n")
   end
   h.events = function(n)
-    local lines = {}
-    for _, ev in ipairs(e:events(n or 20)) do lines[#lines + 1] = ctx.render.event(ev) end
-    out(#lines > 0 and table.concat(lines, "\n") .. "\n" or "(no events)\n")
+    out(render.lines(e:events(n or 20), render.event, "(no events)") .. "\n")
   end
   h.watch = function(dn)
     if dn ~= nil then node_or_error(e, dn, 2, "watch") end

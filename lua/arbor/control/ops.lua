@@ -1,0 +1,268 @@
+--- arbor.control.ops: the operations of the control protocol
+-- (docs/control-protocol.md), one function each: op(S, cid, rid, req),
+-- where S is what arbor.control.server gives them (the engine `e`, and
+-- send, finish, fail, follow, unfollow, client, evaluate, ...). The list of
+-- operations that an unknown op's error names is made from this table.
+local core = require "arbor.core"
+local json = require "arbor.json"
+local pretty = require "arbor.pretty"
+local render = require "arbor.render"
+local session = require "arbor.control.session"
+
+local M = {}
+
+local handlers, names = {}, {}
+
+-- Defines the operation `name`; the error for an unknown op lists them in
+-- this order.
+local function op(name, fn)
+  handlers[name] = fn
+  names[#names + 1] = name
+end
+
+--- The function of the operation named name, or nil.
+function M.find(name)
+  if type(name) ~= "string" then return nil end
+  return handlers[name]
+end
+
+--- The names of the operations, in the order of docs/control-protocol.md.
+function M.names() return table.move(names, 1, #names, 1, {}) end
+
+--- The error for an operation that does not exist.
+function M.unknown(name)
+  return "unknown op '" .. tostring(name) .. "' (want one of "
+    .. table.concat(names, ", ") .. ")"
+end
+
+-- The node at req.dn's fields; else fails the request and returns nil.
+local function want_dn(S, cid, rid, req, name)
+  if type(req.dn) ~= "string" then
+    S.fail(cid, rid, name .. ": want a DN (like \"root.web\")")
+    return nil
+  end
+  local f, err = S.e:node(req.dn)
+  if not f then S.fail(cid, rid, err) return nil end
+  return f
+end
+
+-- req.n, else default; fails the request and returns nil when it is bad.
+local function want_count(S, cid, rid, req, default)
+  local n = req.n
+  if n == nil then return default end
+  if math.type(n) ~= "integer" or n < 0 then
+    S.fail(cid, rid, "n must be an integer >= 0")
+    return nil
+  end
+  return n
+end
+
+-- ---- one-shot operations (`arbor ctl`) ----
+
+op("status", function(S, cid, rid, req)
+  local e = S.e
+  local st = e:stats()
+  local root = e:node("root")
+  local data = {version = S.arbor.version, pid = core.getpid(), script = S.script,
+    socket = S.path, uptime = e:now() - S.started, nodes = st.nodes, running = st.live,
+    restarts = st.restarts, root = root and root.state, clients = S.info().clients,
+    evaluations = S.evaluations()}
+  if req.json then return S.finish(cid, rid, {data = data}) end
+  S.finish(cid, rid, {text = string.format(
+    "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\n%d client(s) connected, %d evaluation(s) running",
+    data.version, data.pid, tostring(data.script), S.path, render.duration(data.uptime),
+    data.nodes, data.running, data.restarts, tostring(data.root), data.clients,
+    data.evaluations)})
+end)
+
+op("tree", function(S, cid, rid, req)
+  if req.dn ~= nil and not want_dn(S, cid, rid, req, "tree") then return end
+  if req.json then -- written in C: trees can be large (docs/control-protocol.md)
+    return S.send_raw(cid, '{"id":' .. json.encode(rid) .. ',"end":true,"ok":true,"data":'
+      .. core.tree_json(S.e, req.dn) .. "}")
+  end
+  S.finish(cid, rid, {text = render.tree(S.e:tree(req.dn))})
+end)
+
+op("node", function(S, cid, rid, req)
+  local f = want_dn(S, cid, rid, req, "node")
+  if not f then return end
+  if req.json then return S.finish(cid, rid, {data = f}) end
+  S.finish(cid, rid, {text = pretty.pretty(f)})
+end)
+
+-- The operation `name`: the engine's method on req.dn, then `done` is said.
+local function node_action(name, method, done)
+  op(name, function(S, cid, rid, req)
+    if not want_dn(S, cid, rid, req, name) then return end
+    local ok, err = pcall(S.e[method], S.e, req.dn)
+    if not ok then return S.fail(cid, rid, tostring(err)) end
+    S.finish(cid, rid, {text = req.dn .. ": " .. done})
+  end)
+end
+node_action("restart", "restart", "restarted")
+node_action("stop", "hold", "stopped (held until restarted)")
+
+op("logs", function(S, cid, rid, req)
+  if not want_dn(S, cid, rid, req, "logs") then return end
+  local n = want_count(S, cid, rid, req, 20)
+  if not n then return end
+  local dn = req.dn
+  local lines = S.e:logs(dn, n)
+  local function text(l) return render.log(dn, l.line, l.time) end
+  if req.json then
+    for _, l in ipairs(lines) do l.dn = dn end
+  end
+  if req.follow then
+    for _, l in ipairs(lines) do
+      if req.json then S.send(cid, rid, {log = l})
+      else S.send(cid, rid, {out = text(l) .. "\n"}) end
+    end
+    return S.follow(cid, rid, "logs", dn, req.json)
+  end
+  if req.json then return S.finish(cid, rid, {data = lines}) end
+  S.finish(cid, rid, {text = render.lines(lines, text, "")})
+end)
+
+op("events", function(S, cid, rid, req)
+  local n = want_count(S, cid, rid, req, 20)
+  if not n then return end
+  local e = S.e
+  local evs = e:events(n)
+  if req.follow then
+    for _, ev in ipairs(evs) do
+      if req.json then S.send(cid, rid, {event = ev})
+      else S.send(cid, rid, {out = render.event(ev) .. "\n"}) end
+    end
+    local newest = e:events(1)[1]
+    return S.follow(cid, rid, "events", nil, req.json, newest and newest.seq)
+  end
+  if req.json then return S.finish(cid, rid, {data = evs}) end
+  S.finish(cid, rid, {text = render.lines(evs, render.event, "")})
+end)
+
+-- ---- the REPL: evaluations, interrupts, completion ----
+
+op("eval", function(S, cid, rid, req)
+  if type(req.code) ~= "string" then return S.fail(cid, rid, "eval: want code (a string)") end
+  local c = S.client(cid)
+  if c.evals[rid] then return S.fail(cid, rid, "eval: request id " .. tostring(rid) .. " is in use") end
+  local fn, err = session.compile(req.code, c.session.env)
+  if not fn then
+    return S.fail(cid, rid, err, {incomplete = err:sub(-5) == "<eof>" or nil,
+      syntax = true})
+  end
+  local budget = c.session.budget
+  if req.budget ~= nil then
+    if math.type(req.budget) ~= "integer" or req.budget < S.QUANTUM then
+      return S.fail(cid, rid, "eval: budget must be an integer >= " .. S.QUANTUM)
+    end
+    budget = req.budget
+  end
+  S.evaluate({cid = cid, rid = rid, co = coroutine.create(fn), used = 0,
+    budget = budget, json = req.json == true})
+end)
+
+-- Completion runs no code of the session's values: it reads tables raw
+-- and follows only __index tables (a __index or __pairs function could
+-- loop, and completion runs outside any evaluation's budget).
+local function index_table(v)
+  local mt = debug.getmetatable(v)
+  local idx = type(mt) == "table" and rawget(mt, "__index")
+  return type(idx) == "table" and idx or nil
+end
+
+local function raw_field(v, k)
+  for _ = 1, 8 do
+    if type(v) == "table" then
+      local x = rawget(v, k)
+      if x ~= nil then return x end
+    end
+    v = index_table(v)
+    if not v then return nil end
+  end
+end
+
+-- Completion: names (helpers, the session's variables, globals, fields of
+-- tables after a dot or colon) or, inside a string, DNs.
+op("complete", function(S, cid, rid, req)
+  local text = type(req.text) == "string" and req.text or ""
+  local c = S.client(cid)
+  local seen, matches = {}, {}
+  local function add(m)
+    if not seen[m] and #matches < 500 then
+      seen[m] = true
+      matches[#matches + 1] = m
+    end
+  end
+  if req.quoted then
+    local stack = {S.e:tree()}
+    while #stack > 0 do
+      local n = table.remove(stack)
+      if n.dn:sub(1, #text) == text then add(n.dn) end
+      for _, ch in ipairs(n.children) do stack[#stack + 1] = ch end
+    end
+  else
+    local path, sep, last = text:match("^(.*)([%.:])([%w_]*)$")
+    if not path then
+      last = text
+      for _, t in ipairs({c.session.helpers, c.session.env, _G}) do
+        for k in next, t do
+          if type(k) == "string" and k:sub(1, #last) == last then add(k) end
+        end
+      end
+    else
+      local v, first = nil, true
+      for part in path:gmatch("[^%.:]+") do
+        if first then
+          v = rawget(c.session.env, part)
+          if v == nil then v = rawget(c.session.helpers, part) end
+          if v == nil then v = rawget(_G, part) end
+          first = false
+        else
+          v = raw_field(v, part)
+        end
+        if v == nil then break end
+      end
+      -- the fields of v, then of its __index tables (methods)
+      for _ = 1, 8 do
+        if type(v) == "table" then
+          for k, x in next, v do
+            if type(k) == "string" and k:sub(1, #last) == last and
+                (sep == "." or type(x) == "function") then
+              add(path .. sep .. k)
+            end
+          end
+        end
+        v = index_table(v)
+        if not v then break end
+      end
+    end
+  end
+  table.sort(matches)
+  S.finish(cid, rid, {matches = matches})
+end)
+
+op("interrupt", function(S, cid, rid, req)
+  local c = S.client(cid)
+  local ev = c.evals[req.target]
+  if ev then
+    if ev.follow_key then -- watch(): Ctrl-C is its normal end
+      S.close_eval(ev)
+      S.finish(cid, ev.rid, {ok = true, interrupted = true})
+    else
+      S.eval_error(ev, "interrupted", {interrupted = true})
+    end
+  end
+  if S.unfollow(cid .. "/" .. tostring(req.target)) then
+    S.finish(cid, req.target, {ok = true, interrupted = true})
+  end
+  S.finish(cid, rid, {ok = true, found = ev ~= nil})
+end)
+
+op("shutdown", function(S, cid, rid)
+  S.finish(cid, rid, {text = "stopping the tree"})
+  S.e:stop()
+end)
+
+return M

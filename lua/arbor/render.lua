@@ -1,0 +1,99 @@
+--- arbor.render: the text of trees, events and log lines, one form for
+-- every place that shows them: `arbor run`'s printer on stderr, the REPL's
+-- helpers (tree, events, watch, logs), `arbor ctl` and arbor.render().
+-- It returns text; escaping control characters for a terminal is the
+-- writer's business (arbor.term).
+local M = {}
+
+--- Seconds as a short duration: 4.2s, 3m07s, 5h02m, 2d03h; "-" for nil.
+function M.duration(s)
+  if not s then return "-" end
+  if s < 60 then return string.format("%.1fs", s) end
+  if s < 3600 then return string.format("%dm%02ds", s // 60, math.floor(s % 60)) end
+  if s < 86400 then return string.format("%dh%02dm", s // 3600, math.floor(s % 3600) // 60) end
+  return string.format("%dd%02dh", s // 86400, math.floor(s % 86400) // 3600)
+end
+
+-- The first line of s, cut at 120 bytes: what a tree line shows of an error.
+local function first_line(s)
+  local l = tostring(s):match("^[^\n]*")
+  if #l > 120 then l = l:sub(1, 117) .. "..." end
+  return l
+end
+
+-- One node of a snapshot: its name and state, its lifecycle when not main,
+-- whether it is blocked at its gate, its coordinator's state (a gated
+-- parent, until it is running), uptime, restarts and last error (while not
+-- healthy or done).
+local function label(n)
+  local s = string.format("%s [%s]", n.name, n.state)
+  if n.lifecycle and n.lifecycle ~= "main" then
+    s = s .. " " .. n.lifecycle .. (n.sidecar and " sidecar" or "")
+  end
+  if n.blocked then s = s .. " blocked" end
+  if n.gated and n.coordinator ~= "running" then
+    s = s .. " {" .. tostring(n.coordinator) .. "}"
+  end
+  if n.uptime then s = s .. " up " .. M.duration(n.uptime) end
+  if n.restarts and n.restarts > 0 then
+    s = s .. string.format(" restarts=%d", n.restarts)
+  end
+  if n.error and n.state ~= "HEALTHY" and n.state ~= "DONE" then
+    s = s .. "  last error: " .. first_line(n.error)
+  end
+  return s
+end
+
+--- tree(snapshot) -> text: a snapshot (arbor.tree(), h:tree()) drawn one
+-- node a line, children indented under their parent.
+function M.tree(t)
+  local lines = {}
+  -- iterative, so deep trees do not overflow
+  local stack = {{t, "", true, true}}
+  while #stack > 0 do
+    local n, prefix, last, top = table.unpack(table.remove(stack))
+    lines[#lines + 1] = top and label(n) or
+      (prefix .. (last and "`-- " or "|-- ") .. label(n))
+    local kids = n.children or {}
+    local sub = top and "" or prefix .. (last and "    " or "|   ")
+    for i = #kids, 1, -1 do stack[#stack + 1] = {kids[i], sub, i == #kids} end
+  end
+  return table.concat(lines, "\n")
+end
+
+local function clock(t) return string.format("%10.3f", t) end
+
+--- event(ev) -> text: one event (or gap) of the ring or a subscription.
+function M.event(ev)
+  if ev.kind == "gap" then -- T14: the subscriber missed these
+    return string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
+      clock(ev.time), "(events)", ev.missed, ev.first, ev.last)
+  elseif ev.kind == "state" and ev.from == ev.to then -- a first start
+    return string.format("%s %-24s -> %s  (%s)", clock(ev.time), ev.dn, ev.to,
+      ev.reason or "")
+  elseif ev.kind == "state" then
+    return string.format("%s %-24s %s -> %s%s", clock(ev.time), ev.dn, ev.from,
+      ev.to, ev.reason and ("  " .. ev.reason) or "")
+  elseif ev.kind == "coordinator" then
+    return string.format("%s %-24s coordinator %s -> %s  (%s)", clock(ev.time),
+      ev.dn, ev.from, ev.to, ev.reason or "")
+  end
+  return string.format("%s %-24s %s: %s", clock(ev.time), ev.dn, ev.kind,
+    ev.reason or "")
+end
+
+--- log(dn, line, time) -> text: one log line of the node at dn.
+function M.log(dn, line, time)
+  return string.format("%s %-24s | %s", clock(time), dn, line)
+end
+
+--- The text of a list: fn(item) for each item, one a line, or `none` when
+-- the list is empty.
+function M.lines(list, fn, none)
+  if #list == 0 then return none end
+  local out = {}
+  for i, x in ipairs(list) do out[i] = fn(x) end
+  return table.concat(out, "\n")
+end
+
+return M
