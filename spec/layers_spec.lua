@@ -26,7 +26,9 @@ describe("scripts/layers", function()
     assert(code == 0, out)
   end
 
-  local function layers() return sh("lua5.4 scripts/layers '" .. dir .. "'") end
+  local function layers(opts)
+    return sh("lua5.4 scripts/layers '" .. dir .. "'" .. (opts or ""))
+  end
 
   it("reports a lower layer calling a higher one, with the symbol", function()
     object("lib", "src/core/a.c", "int b(void); int a(void) { return b(); }")
@@ -60,6 +62,34 @@ describe("scripts/layers", function()
       "  src/d.c -> src/e.c (e)\n  src/e.c -> src/d.c (d)\n", out, 1, true)
     assert.no.matches("src/f.c ->", out, 1, true)
     assert.matches("layers: 6 files, 6 edges, 2 cycles, 0 layer violations", out, 1, true)
+  end)
+
+  it("accepts the one cycle --allow-cycle names, and only that one", function()
+    object("lib", "src/engine/a.c", "int b(void); int a(void) { return b(); }")
+    object("lib", "src/engine/b.c", "int a(void); int b(void) { return a(); }")
+    local out, code = layers(" --allow-cycle src/engine/b.c,src/engine/a.c")
+    assert.equal(0, code, out)
+    assert.matches("known cycle of 2 files (allowed): src/engine/a.c src/engine/b.c",
+      out, 1, true)
+    -- a third file joins the cycle: it is no longer the known one
+    object("lib", "src/engine/c.c", "int a(void); int c(void) { return a(); }")
+    object("lib", "src/engine/b.c", "int c(void); int b(void) { return c(); }")
+    out, code = layers(" --allow-cycle src/engine/a.c,src/engine/b.c")
+    assert.equal(1, code, out)
+    assert.matches("cycle of 3 files: src/engine/a.c src/engine/b.c src/engine/c.c",
+      out, 1, true)
+  end)
+
+  it("leaves out objects whose source is gone from a CMake build's tree", function()
+    object("lib", "src/engine/a.c", "int b(void); int a(void) { return b(); }")
+    object("lib", "src/engine/b.c", "int a(void); int b(void) { return a(); }")
+    local f = assert(io.open(dir .. "/CMakeCache.txt", "w"))
+    f:write("CMAKE_HOME_DIRECTORY:INTERNAL=" .. dir .. "\n")
+    f:close()
+    os.remove(dir .. "/src/engine/b.c")
+    local out, code = layers()
+    assert.equal(0, code, out)
+    assert.equal("layers: 1 files, 0 edges, 0 cycles, 0 layer violations\n", out)
   end)
 
   it("passes a clean graph: downward calls, flat files, outside symbols", function()
