@@ -3,7 +3,7 @@
 -- `ctx:exec(argv, opts)` starts a program in its own process group and
 -- returns a handle; `arbor.exec(argv, opts)` is a ready-made runnable that
 -- supervises one program: readiness, exit classification, graceful stop.
--- The mechanism (spawn, pipes, the stop, the guard) is C (src/exec.c); this
+-- The mechanism (spawn, pipes, the stop, the guard) is C (src/proc/); this
 -- module checks options and holds the readiness logic.
 local core = require "arbor.core"
 
