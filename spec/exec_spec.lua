@@ -269,18 +269,18 @@ describe("ctx:exec", function()
     os.execute("chmod +x " .. garbage)
     finally(function() os.remove(garbage) end)
     local cases = {
-      {{garbage}, {}, "cannot start " .. garbage .. ": Exec format error (ENOEXEC)"},
-      {{"/nonexistent/prog"}, {}, "/nonexistent/prog: No such file or directory (ENOENT)"},
-      {{"no-such-program-x5"}, {}, "no-such-program-x5: not found in PATH"},
-      {{"/etc/passwd"}, {}, "/etc/passwd: not executable"},
+      {{garbage}, {}, "ENOEXEC: exec format error: " .. garbage},
+      {{"/nonexistent/prog"}, {}, "ENOENT: no such file or directory: /nonexistent/prog"},
+      {{"no-such-program-x5"}, {}, "ENOENT: no-such-program-x5: not found in PATH"},
+      {{"/etc/passwd"}, {}, "EACCES: permission denied: /etc/passwd (not executable)"},
       {{}, {}, "argv is empty"},
       {{"sh", 3}, {}, "argv[2] must be a string, got number"},
       {{"true"}, {uid = "no-such-user-x5"}, "unknown user 'no-such-user-x5'"},
       {{"true"}, {gid = "no-such-group-x5"}, "unknown group 'no-such-group-x5'"},
       {{"true"}, {stop_signal = "SIGFOO"}, "unknown signal SIGFOO"},
       {{"true"}, {ready = "telepathy"}, "unknown readiness mode 'telepathy'"},
-      {{"true"}, {cwd = "/nonexistent-dir"}, "cwd /nonexistent-dir: No such file or directory (ENOENT)"},
-      {{"true"}, {cwd = "/etc/passwd"}, "cwd /etc/passwd: not a directory (ENOTDIR)"},
+      {{"true"}, {cwd = "/nonexistent-dir"}, "ENOENT: no such file or directory: cwd /nonexistent-dir"},
+      {{"true"}, {cwd = "/etc/passwd"}, "ENOTDIR: not a directory: cwd /etc/passwd"},
       {{"true"}, {rlimits = {files = 3}}, "unknown resource limit 'files'"},
       {{"true"}, {uid = -1}, "option 'uid' must be a user name or an integer >= 0"},
     }

@@ -4,10 +4,14 @@
 -- Exit codes: 0 success; 1 the engine answered with an error (unknown DN,
 -- an evaluation that raised, ...); 2 usage; 3 no engine to talk to (no
 -- socket, a stale one, the connection was refused, or a socket another
--- user could be serving: core.connect checks it).
+-- user could be serving: core.connect checks it). Failures are returned as
+-- nil, "ENAME: message", "ENAME" (arbor.failure) and printed without the
+-- name.
 local core = require "arbor.core"
 local json = require "arbor.json"
 local control = require "arbor.control"
+local failure = require "arbor.failure"
+local fail, message = failure.fail, failure.message
 local render = require "arbor.render"
 local term = require "arbor.term"
 
@@ -19,8 +23,10 @@ end
 
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
---- The socket to use: SOCKET as given (a path, or a name in the default
--- directory), else the only socket in the default directory.
+--- resolve([sock]) -> path | nil, "ENAME: message", "ENAME": the socket to
+-- use: SOCKET as given (a path, or a name in the default directory), else
+-- the only socket in the default directory (ENOENT: none; EAMBIGUOUS:
+-- several).
 function M.resolve(sock)
   local dir = control.default_dir()
   if sock then
@@ -36,71 +42,78 @@ function M.resolve(sock)
   p:close()
   if #found == 1 then return found[1] end
   if #found == 0 then
-    return nil, "no engine running: no control socket in " .. dir
+    return fail("ENOENT", "no engine running: no control socket in %s", dir)
   end
   table.sort(found)
-  return nil, "several engines are running; name one:\n  " .. table.concat(found, "\n  ")
+  return fail("EAMBIGUOUS", "several engines are running; name one:\n  %s",
+    table.concat(found, "\n  "))
 end
 
---- connect(path) -> connection | nil, message
+--- connect(path) -> connection (core.connect's) | nil, "ENAME: message",
+-- "ENAME", in words for people: ENOENT and ECONNREFUSED (a stale socket)
+-- say that no engine runs there.
 function M.connect(path)
   local c, err, code = core.connect(path)
   if c then return c end
-  if code == "ENOENT" then return nil, "no engine running: no socket at " .. path end
+  if code == "ENOENT" then return fail(code, "no engine running: no socket at %s", path) end
   if code == "ECONNREFUSED" then
-    return nil, "no engine running at " .. path .. " (a stale socket)"
+    return fail(code, "no engine running at %s (a stale socket)", path)
   end
-  if code == "EUNTRUSTED" then return nil, err end
-  return nil, "cannot connect to " .. err
+  if code == "EUNTRUSTED" then return nil, err, code end
+  return fail(code, "cannot connect: %s", message(err, code))
 end
 
 local Conn = {}
 Conn.__index = Conn
 
+--- open(path) -> conn | nil, "ENAME: message", "ENAME" (as connect).
 function M.open(path)
-  local c, err = M.connect(path)
-  if not c then return nil, err end
+  local c, err, code = M.connect(path)
+  if not c then return nil, err, code end
   return setmetatable({c = c, next_id = 0, path = path}, Conn)
 end
 
 --- The connection to SOCKET (resolved as M.resolve does), or nil after
 -- printing why on stderr, prefixed with `who`.
 local function open_socket(who, sock)
-  local path, err = M.resolve(sock)
+  local path, err, code = M.resolve(sock)
   local conn
-  if path then conn, err = M.open(path) end
-  if not conn then errf("%s: %s", who, err) end
+  if path then conn, err, code = M.open(path) end
+  if not conn then errf("%s: %s", who, message(err, code)) end
   return conn
 end
 
---- Sends a request; returns its id.
+--- Sends a request; returns its id, or nil, "ENAME: message", "ENAME"
+-- (EACCES: the engine refused this client; else why the send failed).
 function Conn:send(req)
   self.next_id = self.next_id + 1
   req.id = self.next_id
-  local ok, err = self.c:send(json.encode(req))
+  local ok, err, code = self.c:send(json.encode(req))
   if not ok then
     -- the engine may have refused us and closed: its reason is still
     -- readable
     local p = self.c:recv(1000)
     local f = p and json.decode(p)
-    if type(f) == "table" and f.error then return nil, f.error end
-    return nil, "lost the engine: " .. err
+    if type(f) == "table" and f.error then return fail("EACCES", "%s", f.error) end
+    return fail(code, "lost the engine: %s", message(err, code))
   end
   return req.id
 end
 
 --- Reads frames until the end of request id: on_frame(frame) sees every
--- other frame of it. Returns the end frame, or nil and a message;
+-- other frame of it. Returns the end frame, or nil, "ENAME: message",
+-- "ENAME" (EOF: the engine closed the connection; EPROTO: a bad reply);
 -- on_signal() is called when a signal interrupts the wait.
 function Conn:wait(id, on_frame, on_signal)
   while true do
-    local payload, err = self.c:recv(nil, self.wake_fd)
+    local payload, err, code = self.c:recv(nil, self.wake_fd)
     if not payload then
-      if err == "interrupted" and on_signal then
-        on_signal()
-      elseif err ~= "interrupted" then
-        if err == "closed" then return nil, "connection closed by the engine" end
-        return nil, err
+      if code == "EINTR" then
+        if on_signal then on_signal() end
+      elseif code == "EOF" then
+        return fail(code, "connection closed by the engine")
+      else
+        return nil, err, code
       end
     else
       -- a large result comes as {"id":N,"end":true,"ok":true,"data":...}:
@@ -109,8 +122,11 @@ function Conn:wait(id, on_frame, on_signal)
       if rid and tonumber(rid) == id and #payload > 65536 then
         return {id = id, ["end"] = true, ok = true, data_json = payload:sub(at, -2)}
       end
-      local f, jerr = json.decode(payload)
-      if type(f) ~= "table" then return nil, "bad reply from the engine: " .. jerr end
+      local f, jerr, jcode = json.decode(payload)
+      if type(f) ~= "table" then
+        return fail("EPROTO", "bad reply from the engine: %s",
+          jerr and message(jerr, jcode) or "not a JSON object")
+      end
       if f.id == json.null and f["end"] then return f end -- refused, protocol error
       if f.id == id then
         if f["end"] then return f end
@@ -120,9 +136,11 @@ function Conn:wait(id, on_frame, on_signal)
   end
 end
 
+--- request(req [, on_frame [, on_signal]]) -> the end frame | nil,
+-- "ENAME: message", "ENAME": send, then wait.
 function Conn:request(req, on_frame, on_signal)
-  local id, err = self:send(req)
-  if not id then return nil, err end
+  local id, err, code = self:send(req)
+  if not id then return nil, err, code end
   return self:wait(id, on_frame, on_signal)
 end
 
@@ -216,11 +234,11 @@ function M.ctl(args)
     req.dn = pos[1]
   end
   local show = term.filter(1)
-  local reply, err = conn:request(req, stream_printer(show))
+  local reply, err, code = conn:request(req, stream_printer(show))
   if not reply then
     conn:close()
-    if req.follow and err == "connection closed by the engine" then return 0 end
-    errf("arbor ctl: %s", err)
+    if req.follow and code == "EOF" then return 0 end
+    errf("arbor ctl: %s", message(err, code))
     return 3
   end
   if reply.id == json.null then -- refused or a protocol error
@@ -281,9 +299,9 @@ function M.repl(args)
   end
   local conn = open_socket("arbor repl", sock)
   if not conn then return 3 end
-  local st, err = conn:request({op = "status", json = true})
+  local st, err, code = conn:request({op = "status", json = true})
   if not st or st.id == json.null or not st.ok then
-    errf("arbor repl: %s", st and st.error or err)
+    errf("arbor repl: %s", st and st.error or message(err, code))
     return 3
   end
   local rl = require "arbor.readline"
@@ -330,18 +348,18 @@ function M.repl(args)
             rl.add_history(code)
             rl.append_history(history)
           end
-          local id
-          id, err = conn:send({op = "eval", code = code})
+          local id, ecode
+          id, err, ecode = conn:send({op = "eval", code = code})
           local reply
           if id then
-            reply, err = conn:wait(id, print_stream, function()
+            reply, err, ecode = conn:wait(id, print_stream, function()
               if rl.sigint() then -- not another signal (a terminal resize)
                 conn.c:send(json.encode({op = "interrupt", target = id, id = "int" .. id}))
               end
             end)
           end
           if not reply then
-            errf("arbor repl: %s", err)
+            errf("arbor repl: %s", message(err, ecode))
             return 1
           end
           if reply.ok then

@@ -30,7 +30,8 @@ function M.default_path(script)
   return M.default_dir() .. "/" .. base .. ".sock"
 end
 
---- serve(e, path, opts) -> server | nil, message: see arbor.control.server.
+--- serve(e, path, opts) -> server | nil, "ENAME: message", "ENAME": see
+-- arbor.control.server.
 function M.serve(e, path, opts)
   return require("arbor.control.server").serve(e, path, opts)
 end

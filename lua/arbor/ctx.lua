@@ -45,8 +45,8 @@ function methods.await(ctx, start)
   return park(ctx)
 end
 
---- ctx:exec(argv [, opts]) -> proc | nil, message: a program in its own
--- process group (arbor.exec, docs/processes.md).
+--- ctx:exec(argv [, opts]) -> proc | nil, "ENAME: message", "ENAME": a
+-- program in its own process group (arbor.exec, docs/processes.md).
 methods.exec = require("arbor.exec").exec
 
 return methods

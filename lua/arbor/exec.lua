@@ -6,6 +6,7 @@
 -- The mechanism (spawn, pipes, the stop, the guard) is C (src/proc/); this
 -- module checks options and holds the readiness logic.
 local core = require "arbor.core"
+local fail = require("arbor.failure").fail
 
 local M = {}
 
@@ -32,28 +33,28 @@ local function signum(ctx, what, v)
 end
 
 -- The program's path: argv[1] as given when it has a slash (relative to
--- cwd), else searched in PATH. nil, message when it cannot run. A path
--- with a slash is only checked when `check` is set: otherwise exec itself
--- finds out, and the check then explains (see M.exec).
+-- cwd), else searched in PATH. nil, "ENAME: message", "ENAME" when it
+-- cannot run. A path with a slash is only checked when `check` is set:
+-- otherwise exec itself finds out, and the check then explains (M.exec).
 local function resolve(prog, cwd, path, check)
   if prog:find("/", 1, true) then
     if not check then return prog end
     local f = prog
     if cwd and prog:sub(1, 1) ~= "/" then f = cwd .. "/" .. prog end
-    local ok, err = core.access(f)
+    local ok, err, code = core.access(f)
     if ok then return prog end
-    return nil, err
+    return nil, err, code
   end
   path = path or "/usr/local/bin:/usr/bin:/bin"
-  local other
+  local other, other_code
   for dir in path:gmatch("[^:]+") do
     local f = dir .. "/" .. prog
-    local ok, err = core.access(f)
+    local ok, err, code = core.access(f)
     if ok then return f end
-    if not err:find("(ENOENT)", 1, true) then other = other or err end
+    if code ~= "ENOENT" and not other then other, other_code = err, code end
   end
-  return nil, other or string.format("%s: not found in PATH %s (ENOENT)",
-    prog, path)
+  if other then return nil, other, other_code end
+  return fail("ENOENT", "%s: not found in PATH %s", prog, path)
 end
 
 -- The child's environment as a list of "K=V", or nil for arbor's own.
@@ -149,10 +150,11 @@ local function limits(ctx, rl)
   return #items > 0 and table.concat(items, ",") or nil
 end
 
---- ctx:exec(argv, opts) -> proc | nil, message. Starts argv[1] (searched in
--- PATH unless it has a slash) with argv as its arguments, in its own process
--- group. Misuse (bad argv or options) raises; a program that cannot be
--- started returns nil and a message naming it (ENOENT, EACCES, ...).
+--- ctx:exec(argv, opts) -> proc | nil, "ENAME: message", "ENAME". Starts
+-- argv[1] (searched in PATH unless it has a slash) with argv as its
+-- arguments, in its own process group. Misuse (bad argv or options) raises;
+-- a program that cannot be started returns the failure naming it ("ENOENT:
+-- no such file or directory: /usr/bin/nope", EACCES, ENOEXEC, ...).
 -- The process is stopped when the incarnation ends (after ctx:defer's).
 function M.exec(ctx, argv, opts)
   if type(argv) ~= "table" then
@@ -206,24 +208,25 @@ function M.exec(ctx, argv, opts)
   local env, env_path = environment(ctx, opts)
   local rl = opts.rlimits ~= nil and limits(ctx, opts.rlimits) or nil
   if opts.cwd then
-    local ok, err = core.access(opts.cwd, "dir")
-    if not ok then return nil, "cwd " .. err end
+    local ok, err, code = core.access(opts.cwd, "dir", "cwd " .. opts.cwd)
+    if not ok then return nil, err, code end
   end
   local prog, path = argv[1], env_path or os.getenv("PATH")
   -- through the rlimits shim, only a check beforehand names the program
-  local file, err = resolve(prog, opts.cwd, path, rl ~= nil)
-  if not file then return nil, err end
+  local file, err, code = resolve(prog, opts.cwd, path, rl ~= nil)
+  if not file then return nil, err, code end
   if rl then -- applied by arbor itself between fork and exec: one more exec
     local shim = core.shim_path()
     local shim_argv = {shim, "--exec-shim", rl, file}
     for i = 1, #argv do shim_argv[#shim_argv + 1] = argv[i] end
     file, argv = shim, shim_argv
   end
-  local proc, serr = core.spawn(ctx, file, argv, env, opts.cwd, uid, gid, umask,
-    stdin == "inherit", ready, stop_signal, grace, line_max)
+  local proc, serr, scode = core.spawn(ctx, file, argv, env, opts.cwd, uid, gid,
+    umask, stdin == "inherit", ready, stop_signal, grace, line_max)
   if not proc then -- in the words of the path check when it objects
-    local _, why = resolve(prog, opts.cwd, path, true)
-    return nil, why or serr
+    local _, why, wcode = resolve(prog, opts.cwd, path, true)
+    if why then return nil, why, wcode end
+    return nil, serr, scode
   end
   return proc
 end

@@ -1,6 +1,8 @@
 --- arbor.explain: why a node is, or is not, running now (issue 4): a code
 -- for programs and one sentence for people, read from the node's fields.
 -- arbor.explain(dn), node views' `why` and `explanation`, h:explain(dn).
+local fail = require("arbor.failure").fail
+
 local M = {}
 
 local function secs(x) return string.format("%.3fs", x) end
@@ -75,11 +77,12 @@ local function explain_fields(f, e)
   return "exited", string.format("%s exited %s", dn, f.state)
 end
 
---- explain(e, dn) -> sentence, code | nil, message: for the node at dn of
--- the engine e. Each field is read from the engine when used.
+--- explain(e, dn) -> sentence, code | nil, "ENOENT: no node <dn>",
+-- "ENOENT": for the node at dn of the engine e. Each field is read from the
+-- engine when used.
 function M.explain(e, dn)
   local _, err = e:node(dn, "dn")
-  if err then return nil, err end
+  if err then return fail("ENOENT", "%s", err) end
   local lazy = setmetatable({}, {__index = function(_, k) return e:node(dn, k) end})
   local why, sentence = explain_fields(lazy, e)
   return sentence, why

@@ -10,6 +10,7 @@ local render = require "arbor.render"
 local node = require "arbor.node"
 local arbor_cli = require "arbor.cli"
 local explain = require("arbor.explain").explain
+local message = require("arbor.failure").message
 require "arbor.ctx" -- the ctx methods written in Lua
 
 local M = {}
@@ -119,16 +120,20 @@ function M.run(root, opts)
   if control_path == nil and cli then control_path = cli.control end
   local server
   if control_path then
-    local err
-    server, err = require("arbor.control").serve(e, control_path,
+    local err, code
+    server, err, code = require("arbor.control").serve(e, control_path,
       {arbor = M, script = cli and cli.script})
+    -- the default socket may be missing (a warning), unless another arbor
+    -- serves it
     if not server and cli and cli.default and control_path == cli.control
-        and not err:find("another arbor is serving", 1, true) then
-      io.stderr:write("arbor: warning: no control socket: ", err, "\n")
+        and code ~= "EADDRINUSE" then
+      io.stderr:write("arbor: warning: no control socket: ", message(err, code), "\n")
     elseif not server then
       e:close()
       -- the arbor binary prints an error object as one line, no traceback
-      if cli then error(setmetatable({}, {__tostring = function() return err end})) end
+      if cli then
+        error(setmetatable({}, {__tostring = function() return message(err, code) end}))
+      end
       error("arbor.run: control socket: " .. err, 2)
     end
   end
@@ -172,14 +177,16 @@ end
 --- A nested snapshot of the tree (or of the subtree at dn).
 function M.tree(dn) return engine():tree(dn) end
 
---- A live view of the node at dn (T13a), or nil and a message.
+--- A live view of the node at dn (T13a), or nil, "ENOENT: no node <dn>",
+-- "ENOENT".
 function M.node(dn) return node.view(engine(), dn) end
 
 --- One sentence saying why the node at dn is (or is not) running now, and
 -- a code for programs ("running", "backoff", "blocked", "waiting_member",
 -- "waiting_descendant", "given_up", "held", "done", "auto_shutdown",
 -- "stopping", "canceled", "not_started"); arbor.node(dn).why and
--- .explanation carry the same. nil and a message for an unknown dn.
+-- .explanation carry the same. nil, "ENOENT: no node <dn>", "ENOENT" for
+-- an unknown dn.
 function M.explain(dn)
   if type(dn) ~= "string" then
     error("arbor.explain(dn): dn must be a string, got " .. type(dn), 2)

@@ -7,7 +7,8 @@
 -- 14 significant digits (as Lua's tostring); values JSON cannot hold
 -- (functions, userdata, threads, NaN, infinities) and cycles are written as
 -- descriptive strings, so a reply is always valid JSON.
--- decode(s) returns the value, or nil and a message naming the position.
+-- decode(s) returns the value, or nil, "EINVAL: message", "EINVAL" with a
+-- message naming the position (arbor.failure's shape).
 --
 -- cjson does the work; what it lacks is the thin layer below: it writes
 -- numbers with 14 digits (integers past 10^14 lose theirs), an empty table
@@ -17,6 +18,8 @@
 -- the rest of the structure is joined here. The walk runs Lua instructions
 -- per entry, so an evaluation's result is encoded in its slices and budget;
 -- no subtree handed to cjson weighs more than CHUNK (about 2 ms of cjson).
+local fail = require("arbor.failure").fail
+
 local M = {}
 
 --- The JSON null (decoding gives it too, so null survives a round trip).
@@ -240,18 +243,18 @@ local function fix_all(t)
   return t
 end
 
---- decode(s [, shallow]) -> value | nil, message naming the byte where it
--- failed. Objects and arrays are plain tables (an empty object decodes as
+--- decode(s [, shallow]) -> value | nil, "EINVAL: message", "EINVAL"
+-- naming the byte where it failed. Objects and arrays are plain tables (an empty object decodes as
 -- an empty table, which encodes as []). With shallow, only the values of
 -- the top table are fixed up (the engine's requests: no op reads a nested
 -- value), so decoding costs no Lua instructions per nested value.
 function M.decode(s, shallow)
-  if type(s) ~= "string" then return nil, "invalid JSON: not a string" end
+  if type(s) ~= "string" then return fail("EINVAL", "invalid JSON: not a string") end
   local ok, v = pcall(cdecode, s)
   if not ok then
     local what, at = tostring(v):match("^(.-) at character (%d+)$")
-    if not what then return nil, "invalid JSON: " .. tostring(v) end
-    return nil, format("invalid JSON at byte %s: %s", at, (what:gsub("^%u", string.lower)))
+    if not what then return fail("EINVAL", "invalid JSON: %s", tostring(v)) end
+    return fail("EINVAL", "invalid JSON at byte %s: %s", at, (what:gsub("^%u", string.lower)))
   end
   if type(v) ~= "table" then return fix(v) end
   if not shallow then return fix_all(v) end

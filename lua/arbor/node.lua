@@ -4,6 +4,7 @@
 -- node at that DN), and event subscriptions (arbor.on_event, h:on_event).
 local core = require "arbor.core"
 local explain = require("arbor.explain").explain
+local fail = require("arbor.failure").fail
 
 local M = {}
 
@@ -98,14 +99,14 @@ local NodeView = {
 }
 
 --- view(e, dn [, after]) -> a live view of the node at dn of engine e, or
--- nil and a message; `after` runs after each method (the harness settles
--- there).
+-- nil, "ENOENT: no node <dn>", "ENOENT"; `after` runs after each method
+-- (the harness settles there).
 function M.view(e, dn, after)
   if type(dn) ~= "string" then
     error("node(dn): dn must be a string, got " .. type(dn), 3)
   end
   local _, err = e:node(dn, "dn")
-  if err then return nil, err end
+  if err then return fail("ENOENT", "%s", err) end
   return setmetatable({_engine = e, dn = dn, _after = after}, NodeView)
 end
 

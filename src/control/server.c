@@ -334,48 +334,52 @@ static int socket_alive(const char *path) {
 }
 
 /* Makes path's directory (mode 0700) when missing; an existing one must be
-   safe (arbor_sock_dir_unsafe). Returns NULL or a message in buf. */
-static const char *prepare_dir(const char *path, char *buf, size_t size) {
+   safe (arbor_sock_dir_unsafe). Returns 0, or an error code and a message
+   in buf. */
+static int prepare_dir(const char *path, char *buf, size_t size) {
   char dir[SUN_PATH_SIZE], why[400];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
-  if (!slash || slash == dir) return NULL;
+  if (!slash || slash == dir) return 0;
   *slash = '\0';
-  if (mkdir(dir, 0700) == 0) return NULL;
+  if (mkdir(dir, 0700) == 0) return 0;
   if (errno != EEXIST) {
+    int err = -errno;
     snprintf(buf, size, "cannot create the directory %s: %s", dir,
-             strerror(errno));
-    return buf;
+             strerror(-err));
+    return err;
   }
   /* another user could swap the socket for theirs */
-  if (!arbor_sock_dir_unsafe(dir, why, sizeof why)) return NULL;
+  if (!arbor_sock_dir_unsafe(dir, why, sizeof why)) return 0;
   snprintf(buf, size, "%s; refusing to serve the control socket there", why);
-  return buf;
+  return ARBOR_SERVER_EUNTRUSTED;
 }
 
-/* Why path cannot be served, in msg, or NULL; removes a stale socket. */
-static const char *check_path(const char *path, char *msg, size_t size) {
+/* Why path cannot be served: 0, or an error code and a message in msg;
+   removes a stale socket. */
+static int check_path(const char *path, char *msg, size_t size) {
   size_t plen = strlen(path);
   if (plen >= SUN_PATH_SIZE) {
     snprintf(msg, size, "control socket path too long (%d bytes, limit %d): "
              "%s", (int)plen, (int)SUN_PATH_SIZE - 1, path);
-    return msg;
+    return UV_ENAMETOOLONG;
   }
-  if (prepare_dir(path, msg, size)) return msg;
+  int r = prepare_dir(path, msg, size);
+  if (r) return r;
   struct stat sb;
-  if (lstat(path, &sb) != 0) return NULL;
+  if (lstat(path, &sb) != 0) return 0;
   if (!S_ISSOCK(sb.st_mode)) {
     snprintf(msg, size, "%s exists and is not a socket; not replacing it",
              path);
-    return msg;
+    return UV_EEXIST;
   }
   if (socket_alive(path)) {
     snprintf(msg, size, "another arbor is serving %s (stop it, or pass "
              "--control with another path)", path);
-    return msg;
+    return UV_EADDRINUSE;
   }
   unlink(path); /* stale: its engine is gone */
-  return NULL;
+  return 0;
 }
 
 static void on_idle(uv_idle_t *h) {
@@ -386,11 +390,13 @@ static void on_idle(uv_idle_t *h) {
 int arbor_server_listen(arbor_server **out, uv_loop_t *loop, const char *path,
                         const arbor_server_hooks *hooks, void *ud, char *msg,
                         size_t size) {
-  if (check_path(path, msg, size)) return -1;
+  int r = check_path(path, msg, size);
+  if (r) return r;
   arbor_server *s = calloc(1, sizeof *s);
   if (!s || !(s->path = strdup(path))) {
     free(s);
-    return ARBOR_SERVER_ENOMEM;
+    snprintf(msg, size, "out of memory");
+    return UV_ENOMEM;
   }
   s->hooks = hooks;
   s->ud = ud;
@@ -404,7 +410,7 @@ int arbor_server_listen(arbor_server **out, uv_loop_t *loop, const char *path,
   s->stall.data = s;
   s->open_handles = 3;
   mode_t old = umask(0177);
-  int r = uv_pipe_bind(&s->pipe, path);
+  r = uv_pipe_bind(&s->pipe, path);
   umask(old);
   if (r == 0) chmod(path, 0600);
   if (r == 0) r = uv_listen((uv_stream_t *)&s->pipe, 128, on_connection);
@@ -412,7 +418,7 @@ int arbor_server_listen(arbor_server **out, uv_loop_t *loop, const char *path,
     s->closed = 1;
     close_handles(s);
     snprintf(msg, size, "cannot listen on %s: %s", path, uv_strerror(r));
-    return -1;
+    return r;
   }
   /* a peer that vanishes must not kill the engine with SIGPIPE */
   signal(SIGPIPE, SIG_IGN);

@@ -31,12 +31,16 @@ typedef struct arbor_server_hooks {
   void (*log)(void *ud, const char *line);
 } arbor_server_hooks;
 
-enum { ARBOR_SERVER_ENOMEM = -2 };
+/* arbor_server_listen's one error that is no errno: the socket's directory
+   could hold another user's socket. */
+enum { ARBOR_SERVER_EUNTRUSTED = -10000 };
 
-/* Listens at path on loop. Returns 0 and the server in *out; -1 with the
-   reason in msg (path too long, its directory unsafe, a live server or
-   another file there, listen failed); ARBOR_SERVER_ENOMEM. A stale socket
-   left by a crashed run is replaced. */
+/* Listens at path on loop. Returns 0 and the server in *out, or a negative
+   error code with the reason in msg: UV_ENAMETOOLONG (path too long),
+   ARBOR_SERVER_EUNTRUSTED (its directory unsafe), UV_EADDRINUSE (a live
+   server there), UV_EEXIST (another file there), mkdir's or libuv's error
+   (listen failed), UV_ENOMEM. A stale socket left by a crashed run is
+   replaced. */
 int arbor_server_listen(arbor_server **out, uv_loop_t *loop, const char *path,
                         const arbor_server_hooks *hooks, void *ud, char *msg,
                         size_t size);

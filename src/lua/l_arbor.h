@@ -47,6 +47,23 @@ int arbor_dn_error(lua_State *L, const pnode *pn, const char *fmt, ...);
 /* The node of e at the DN given as argument idx, or raises "no node". */
 pnode *arbor_check_node(lua_State *L, arbor_engine *e, int idx);
 
+/* Runtime failures (docs/lua-api.md, "Runtime failures"): what a caller
+   can meet in a correct program is returned, as luv returns it, never
+   raised: nil, "ENAME: message", "ENAME". Misuse raises. */
+
+/* Pushes nil, "<ename>: <message>", ename (fmt as lua_pushfstring's; NULL:
+   the name alone) and returns 3. [-0, +3, m] */
+int arbor_push_fail(lua_State *L, const char *ename, const char *fmt, ...);
+/* The same for err, a negative errno value or libuv error code: its name
+   and text as luv says them, then fmt saying what or where (NULL: nothing):
+   "ENOENT: no such file or directory: /usr/bin/nope". [-0, +3, m] */
+int arbor_push_errno(lua_State *L, int err, const char *fmt, ...);
+/* Room for an error name. */
+#define ARBOR_ERRNAME 32
+/* The name of err ("ENOENT"), as arbor_push_errno names it, in buf (of
+   ARBOR_ERRNAME bytes); returns buf. */
+const char *arbor_errname(int err, char *buf);
+
 /* The engine of the engine object at idx; raises when closed (l_engine.c). */
 arbor_engine *arbor_check_engine(lua_State *L, int idx);
 

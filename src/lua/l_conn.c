@@ -2,9 +2,7 @@
  * (control/client.c), used by lua/arbor/client.lua (`arbor ctl`,
  * `arbor repl`), the specs and the benchmarks.
  */
-#include <errno.h>
 #include <lauxlib.h>
-#include <string.h>
 
 #include "control/client.h"
 #include "lua/l_arbor.h"
@@ -17,18 +15,9 @@ static arbor_client *check_conn(lua_State *L) {
   return c;
 }
 
-/* The name of a connect failure's errno, for client.lua. */
-static const char *errno_name(int err) {
-  switch (err) {
-  case ENOENT: return "ENOENT";
-  case ECONNREFUSED: return "ECONNREFUSED";
-  case EACCES: return "EACCES";
-  default: return "OTHER";
-  }
-}
-
-/* core.connect(path) -> conn | nil, message, errno name ("EUNTRUSTED" when
-   another user could be serving path: nothing was sent) */
+/* core.connect(path) -> conn | nil, "ENAME: message", "ENAME": the errno
+   of the connect (ENOENT: no socket, ECONNREFUSED: a stale one), or
+   EUNTRUSTED when another user could be serving path (nothing was sent) */
 static int l_connect(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   arbor_client *c = lua_newuserdatauv(L, sizeof *c, 0);
@@ -37,31 +26,20 @@ static int l_connect(lua_State *L) {
   char why[400];
   int r = arbor_client_connect(c, path, why, sizeof why);
   if (r == ARBOR_CLIENT_OK) return 1;
-  lua_pushnil(L);
-  if (r == ARBOR_CLIENT_UNTRUSTED) {
-    lua_pushfstring(L, "refusing %s: %s", path, why);
-    lua_pushliteral(L, "EUNTRUSTED");
-  } else if (c->err == ENAMETOOLONG) {
-    lua_pushfstring(L, "socket path too long: %s", path);
-    lua_pushliteral(L, "ENAMETOOLONG");
-  } else {
-    lua_pushfstring(L, "%s: %s", path, strerror(c->err));
-    lua_pushstring(L, errno_name(c->err));
-  }
-  return 3;
+  if (r == ARBOR_CLIENT_UNTRUSTED)
+    return arbor_push_fail(L, "EUNTRUSTED", "refusing %s: %s", path, why);
+  return arbor_push_errno(L, -c->err, "%s", path);
 }
 
-/* conn:send(payload) -> true | nil, message. conn:send_raw(bytes) writes
-   bytes as they are (tests of the protocol's error handling). */
+/* conn:send(payload) -> true | nil, "ENAME: message", "ENAME" (EPIPE: the
+   engine is gone). conn:send_raw(bytes) writes bytes as they are (tests
+   of the protocol's error handling). */
 static int conn_write(lua_State *L, int framed) {
   arbor_client *c = check_conn(L);
   size_t n;
   const char *p = luaL_checklstring(L, 2, &n);
-  if (arbor_client_send(c, p, n, framed) != ARBOR_CLIENT_OK) {
-    lua_pushnil(L);
-    lua_pushstring(L, strerror(c->err));
-    return 2;
-  }
+  if (arbor_client_send(c, p, n, framed) != ARBOR_CLIENT_OK)
+    return arbor_push_errno(L, -c->err, NULL);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -69,9 +47,10 @@ static int conn_write(lua_State *L, int framed) {
 static int l_conn_send(lua_State *L) { return conn_write(L, 1); }
 static int l_conn_send_raw(lua_State *L) { return conn_write(L, 0); }
 
-/* conn:recv([timeout_ms [, wake_fd]]) -> payload | nil, "timeout" |
-   "closed" | "interrupted" (a signal arrived, or wake_fd is readable) |
-   message. Without a timeout it waits. */
+/* conn:recv([timeout_ms [, wake_fd]]) -> payload | nil, "ENAME: message",
+   "ENAME": ETIMEDOUT, EOF (the engine closed the connection), EINTR (a
+   signal arrived, or wake_fd is readable), EPROTO (a bad frame) or an
+   errno. Without a timeout it waits. */
 static int l_conn_recv(lua_State *L) {
   arbor_client *c = check_conn(L);
   int timeout = lua_isnoneornil(L, 2) ? -1 : (int)luaL_checkinteger(L, 2);
@@ -83,28 +62,18 @@ static int l_conn_recv(lua_State *L) {
     lua_pushlstring(L, p, n);
     return 1;
   case ARBOR_CLIENT_TIMEOUT:
-    lua_pushnil(L);
-    lua_pushliteral(L, "timeout");
-    break;
+    return arbor_push_fail(L, "ETIMEDOUT", "no frame from the engine in %d ms",
+                           timeout);
   case ARBOR_CLIENT_INTERRUPTED:
-    lua_pushnil(L);
-    lua_pushliteral(L, "interrupted");
-    break;
+    return arbor_push_fail(L, "EINTR", "interrupted");
   case ARBOR_CLIENT_CLOSED:
-    lua_pushnil(L);
-    lua_pushliteral(L, "closed");
-    break;
+    return arbor_push_fail(L, "EOF", "the engine closed the connection");
   case ARBOR_CLIENT_BAD:
-    lua_pushnil(L);
-    lua_pushfstring(L, "bad reply from the engine: %s",
-                    arbor_frame_strerror(c->err));
-    break;
+    return arbor_push_fail(L, "EPROTO", "bad frame from the engine: %s",
+                           arbor_frame_strerror(c->err));
   default: /* ARBOR_CLIENT_ERRNO */
-    lua_pushnil(L);
-    lua_pushstring(L, strerror(c->err));
-    break;
+    return arbor_push_errno(L, -c->err, NULL);
   }
-  return 2;
 }
 
 /* conn:shutdown_write(): half-closes (tests of truncated frames). */

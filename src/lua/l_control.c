@@ -77,7 +77,9 @@ static const arbor_server_hooks hooks = {on_frame, on_closed, on_idle,
 
 /* ---- the Lua object ------------------------------------------------- */
 
-/* core.control_listen(engine, path, handler) -> server | nil, message.
+/* core.control_listen(engine, path, handler) -> server | nil, "ENAME:
+   message", "ENAME" (EADDRINUSE: another arbor serves path; EUNTRUSTED:
+   its directory is unsafe; EEXIST, ENAMETOOLONG, an errno).
    handler: {on_frame = f(id, payload), on_close = f(id, why),
    on_idle = f() -> busy}. */
 static int l_listen(lua_State *L) {
@@ -95,13 +97,11 @@ static int l_listen(lua_State *L) {
   lua_setiuservalue(L, -2, 1);
   char msg[600];
   int r = arbor_server_listen(&u->s, e->loop, path, &hooks, u, msg, sizeof msg);
-  if (r == ARBOR_SERVER_ENOMEM)
-    return luaL_error(L, "control_listen: out of memory");
-  if (r < 0) {
-    lua_pushnil(L);
-    lua_pushstring(L, msg);
-    return 2;
-  }
+  if (r == UV_ENOMEM) return luaL_error(L, "control_listen: out of memory");
+  if (r == ARBOR_SERVER_EUNTRUSTED)
+    return arbor_push_fail(L, "EUNTRUSTED", "%s", msg);
+  char name[ARBOR_ERRNAME];
+  if (r < 0) return arbor_push_fail(L, arbor_errname(r, name), "%s", msg);
   u->L = lua_newthread(L);
   u->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_pushvalue(L, 3);

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/home.h"
 #include "lua/l_arbor.h"
 #include "proc/proc.h"
 #include "proc/spawn.h"
@@ -56,9 +55,9 @@ static int opt_int(lua_State *L, int idx, int *set) {
 }
 
 /* core.spawn(ctx, file, argv, env, cwd, uid, gid, umask, stdin_inherit,
-   ready, stop_signal, grace, line_max) -> proc | nil, message. Checked by
-   exec.lua: env is a list of "K=V" or nil, ready 0 (spawn), 1 (notify) or
-   2 (systemd); nil for what is not set. */
+   ready, stop_signal, grace, line_max) -> proc | nil, "ENAME: message",
+   "ENAME". Checked by exec.lua: env is a list of "K=V" or nil, ready 0
+   (spawn), 1 (notify) or 2 (systemd); nil for what is not set. */
 static int l_spawn(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   arbor_engine *e = pn_engine(pn);
@@ -95,46 +94,35 @@ static int l_spawn(lua_State *L) {
   char err[512] = "";
   arbor_proc *p;
   int rc = arbor_proc_spawn(e, pn, &o, &p, err, sizeof err);
-  if (rc != 0) {
-    lua_pushnil(L);
-    lua_pushstring(L, err[0] ? err : uv_strerror(rc));
-    return 2;
-  }
+  /* proc/ says "cannot start FILE: text (NAME)" for a failed start, said
+     here as every failure is; the notification socket's failure (EIO) in
+     its own words */
+  if (rc == UV_EIO && err[0]) return arbor_push_fail(L, "EIO", "%s", err);
+  if (rc != 0)
+    return o.cwd ? arbor_push_errno(L, rc, "%s (cwd %s)", o.file, o.cwd)
+                 : arbor_push_errno(L, rc, "%s", o.file);
   lp->p = p;
   /* the node must outlive the stop: its shutdown covers the grace period */
   if (pn->shutdown < o.grace + 1) pn->shutdown = o.grace + 1;
   return 1;
 }
 
-/* core.access(path [, "dir"]) -> true | nil, message: path is a file we
-   may run (or a directory we may enter). */
+/* core.access(path [, "dir" [, what]]) -> true | nil, "ENAME: message",
+   "ENAME": path is a file we may run (or a directory we may enter). The
+   message names it as what (default: path). */
 static int l_access(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   int dir = lua_isstring(L, 2) && strcmp(lua_tostring(L, 2), "dir") == 0;
+  const char *what = luaL_optstring(L, 3, path);
   struct stat st;
-  if (stat(path, &st) < 0) {
-    int err = errno;
-    lua_pushnil(L);
-    lua_pushfstring(L, "%s: %s (%s)", path, strerror(err),
-                    err == ENOENT ? "ENOENT" : err == EACCES ? "EACCES" : "stat");
-    return 2;
-  }
-  if (dir && !S_ISDIR(st.st_mode)) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "%s: not a directory (ENOTDIR)", path);
-    return 2;
-  }
-  if (!dir && S_ISDIR(st.st_mode)) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "%s: is a directory (EISDIR)", path);
-    return 2;
-  }
-  if (access(path, X_OK) < 0) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "%s: not executable: %s (EACCES)", path,
-                    strerror(errno));
-    return 2;
-  }
+  if (stat(path, &st) < 0) return arbor_push_errno(L, -errno, "%s", what);
+  if (dir && !S_ISDIR(st.st_mode))
+    return arbor_push_errno(L, UV_ENOTDIR, "%s", what);
+  if (!dir && S_ISDIR(st.st_mode))
+    return arbor_push_errno(L, UV_EISDIR, "%s", what);
+  if (access(path, X_OK) < 0)
+    return arbor_push_errno(L, -errno, "%s (not %s)", what,
+                            dir ? "searchable" : "executable");
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -202,19 +190,6 @@ static int l_signum(lua_State *L) {
   int sig = arbor_signal_number(luaL_checkstring(L, 1));
   if (sig < 0) return lua_pushnil(L), 1;
   lua_pushinteger(L, sig);
-  return 1;
-}
-
-/* core.init_mode() -> true | nil, message: --init (subreaper, reaping,
-   signal forwarding) on the state's loop. */
-static int l_init_mode(lua_State *L) {
-  int rc = arbor_reaper_start(arbor_home_loop(L));
-  if (rc < 0) {
-    lua_pushnil(L);
-    lua_pushfstring(L, "cannot become a subreaper: %s", strerror(-rc));
-    return 2;
-  }
-  lua_pushboolean(L, 1);
   return 1;
 }
 
@@ -370,7 +345,8 @@ static int proc_status(lua_State *L) {
   return push_status(L, p);
 }
 
-/* proc:kill(sig [, "group"]) -> true | nil, message */
+/* proc:kill(sig [, "group"]) -> true | nil, "ENAME: message", "ENAME"
+   (ESRCH once the process has exited) */
 static int proc_kill(lua_State *L) {
   arbor_proc *p = check_proc(L, 1);
   int sig;
@@ -386,16 +362,12 @@ static int proc_kill(lua_State *L) {
   if (!group && strcmp(who, "main") != 0)
     return luaL_error(L, "proc:kill: want \"main\" or \"group\", got '%s'", who);
   int rc = arbor_proc_kill(p, sig, group);
-  if (rc == 1) {
-    lua_pushnil(L);
-    lua_pushliteral(L, "the process has exited");
-    return 2;
-  }
-  if (rc < 0) {
-    lua_pushnil(L);
-    lua_pushstring(L, strerror(-rc));
-    return 2;
-  }
+  if (rc == 1)
+    return arbor_push_fail(L, "ESRCH", "process %d has exited",
+                           (int)arbor_proc_pid(p));
+  if (rc < 0)
+    return arbor_push_errno(L, rc, "signal %d to process %s%d", sig,
+                            group ? "group " : "", (int)arbor_proc_pid(p));
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -446,7 +418,7 @@ static const luaL_Reg proc_methods[] = {
 
 static const luaL_Reg funcs[] = {
     {"spawn", l_spawn},   {"access", l_access}, {"user", l_user},
-    {"group", l_group},   {"signum", l_signum}, {"init_mode", l_init_mode},
+    {"group", l_group},   {"signum", l_signum},
     {"environ", l_environ},   {"rlimit", l_rlimit},
     {"shim_path", l_shim_path},
     {NULL, NULL},

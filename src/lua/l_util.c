@@ -1,9 +1,15 @@
 /* l_util.c: helpers shared by the bindings (declared in l_arbor.h): the
  * userdata type maker, messages that echo a caller's value cut short or
- * name a node, and the node lookup of the engine's methods.
+ * name a node, the node lookup of the engine's methods, and the one shape
+ * of runtime failures (nil, "ENAME: message", "ENAME").
  */
+#define _GNU_SOURCE /* strerrorname_np */
+#include <ctype.h>
 #include <lauxlib.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
 
 #include "lua/l_arbor.h"
 
@@ -48,4 +54,61 @@ pnode *arbor_check_node(lua_State *L, arbor_engine *e, int idx) {
   arbor_node *n = arbor_tree_find(&e->tree, dn, len);
   if (!n) luaL_error(L, "no node %s", arbor_push_cut(L, dn, len));
   return (pnode *)n;
+}
+
+/* Pushes nil, "<ename>: <text: ><fmt...>", ename; text may be NULL. */
+static void push_failv(lua_State *L, const char *ename, const char *text,
+                       const char *fmt, va_list ap) {
+  lua_pushnil(L);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, ename);
+  if (text || fmt) luaL_addstring(&b, ": ");
+  if (text) luaL_addstring(&b, text);
+  if (text && fmt) luaL_addstring(&b, ": ");
+  if (fmt) {
+    lua_pushvfstring(L, fmt, ap);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  lua_pushstring(L, ename);
+}
+
+int arbor_push_fail(lua_State *L, const char *ename, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  push_failv(L, ename, NULL, fmt, ap);
+  va_end(ap);
+  return 3;
+}
+
+/* libuv's words for a code it does not know. */
+static int unknown(const char *s) {
+  return strncmp(s, "Unknown system error", 20) == 0;
+}
+
+/* libuv's name of err, or glibc's for a code libuv does not know. */
+const char *arbor_errname(int err, char *buf) {
+  uv_err_name_r(err, buf, ARBOR_ERRNAME);
+  if (unknown(buf)) {
+    const char *name = err < 0 ? strerrorname_np(-err) : NULL;
+    snprintf(buf, ARBOR_ERRNAME, "%s", name ? name : "EUNKNOWN");
+  }
+  return buf;
+}
+
+/* libuv's text for err (luv's), or strerror's when libuv has none, in
+   libuv's lower case ("exec format error"). */
+int arbor_push_errno(lua_State *L, int err, const char *fmt, ...) {
+  char name[ARBOR_ERRNAME], text[128];
+  uv_strerror_r(err, text, sizeof text);
+  if (unknown(text)) {
+    snprintf(text, sizeof text, "%s", strerror(-err));
+    if (islower((unsigned char)text[1])) text[0] = (char)tolower(text[0]);
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  push_failv(L, arbor_errname(err, name), text, fmt, ap);
+  va_end(ap);
+  return 3;
 }

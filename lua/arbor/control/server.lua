@@ -9,6 +9,7 @@
 -- it is stopped at its instruction budget or by an interrupt (Ctrl-C).
 local core = require "arbor.core"
 local json = require "arbor.json"
+local message = require("arbor.failure").message
 local pretty = require "arbor.pretty"
 local render = require "arbor.render"
 local session = require "arbor.control.session"
@@ -27,10 +28,11 @@ M.default_budget = 100000000
 
 local WAIT = setmetatable({}, {__tostring = function() return "<wait>" end})
 
---- serve(e, path, opts) -> server | nil, message. e is the engine object;
--- opts.arbor is the arbor module (helpers), opts.script the script name.
--- The server has on_log(dn, line, time) (arbor.run's log sink calls it),
--- close() and path.
+--- serve(e, path, opts) -> server | nil, "ENAME: message", "ENAME" (as
+-- core.control_listen: EADDRINUSE when another arbor serves path, ...).
+-- e is the engine object; opts.arbor is the arbor module (helpers),
+-- opts.script the script name. The server has on_log(dn, line, time)
+-- (arbor.run's log sink calls it), close() and path.
 function M.serve(e, path, opts)
   opts = opts or {}
   local arbor = opts.arbor or require "arbor"
@@ -318,10 +320,10 @@ function M.serve(e, path, opts)
   local handler = {}
 
   function handler.on_frame(cid, payload)
-    local req, err = json.decode(payload, true)
+    local req, err, code = json.decode(payload, true)
     if type(req) ~= "table" or not payload:find("^%s*{") then
       send(cid, json.null, {["end"] = true, ok = false,
-        error = "protocol error: " .. (err or "a request must be a JSON object")})
+        error = "protocol error: " .. (err and message(err, code) or "a request must be a JSON object")})
       return srv:drop(cid, "malformed request")
     end
     local rid = req.id
@@ -349,9 +351,9 @@ function M.serve(e, path, opts)
 
   handler.on_idle = on_idle
 
-  local err
-  srv, err = core.control_listen(e, path, handler)
-  if not srv then return nil, err end
+  local err, code
+  srv, err, code = core.control_listen(e, path, handler)
+  if not srv then return nil, err, code end
 
   function server.close()
     if server.closed then return end
