@@ -1,6 +1,10 @@
-/* internal.h: what the engine's own files share (processor.c, loop.c,
- * decide.c, failure.c), with libuv's uv__ convention: arbor__ names are not
- * for the bindings.
+/* internal.h: what the engine's own files share, sectioned by file, with
+ * libuv's uv__ convention: arbor__ names are not for the bindings (their
+ * interface is processor.h). After arbor__ comes the file, as Lua's luaD_
+ * names ldo.c: arbor__tr_ transition.c, arbor__pr_ processor.c,
+ * arbor__clock_, arbor__emit, arbor__call_, arbor__deliver_, arbor__loop_,
+ * arbor__strategy_, arbor__decide, arbor__defer_, arbor__failure_,
+ * arbor__event_table_; lifecycle.h's are arbor__lc_.
  */
 #ifndef ARBOR_INTERNAL_H
 #define ARBOR_INTERNAL_H
