@@ -173,7 +173,8 @@ static void on_prepare(uv_prepare_t *h) {
   arbor_engine *e = sd->e;
   if (e->stop_requested && !sd->stopping_sent) {
     char head[96];
-    uint64_t usec = (uint64_t)(arbor_sd_stop_bound(e) * 1e6);
+    double bound = arbor_sd_stop_bound(e) * 1e6; /* finite, maybe huge */
+    uint64_t usec = bound < 1.8e19 ? (uint64_t)bound : UINT64_MAX;
     snprintf(head, sizeof head, "STOPPING=1\nEXTEND_TIMEOUT_USEC=%" PRIu64 "\n",
              usec);
     sd->stopping_sent = 1;
