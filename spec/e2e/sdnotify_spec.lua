@@ -159,12 +159,21 @@ describe("arbor under NOTIFY_SOCKET", function()
     assert.equal(3, #m)
   end)
 
-  it("warns about an address it cannot use and runs the tree anyway", function()
+  it("warns about an address it cannot use or reach and runs the tree anyway", function()
     local a = start(dir, "env", "NOTIFY_SOCKET=relative/notify", true)
     assert.equal(1, exited(a))
     local out = support.read(dir .. "/out")
     assert.matches("arbor: NOTIFY_SOCKET=relative/notify: [^\n]* %(want a path or "
       .. "@name%): not notifying the service manager", out)
+    assert.matches("root gave up (stop)", out, 1, true)
+    -- an address nobody listens at: said once, the tree runs on
+    os.execute("rm -f " .. q(dir .. "/rc"))
+    a = start(dir, "env", "NOTIFY_SOCKET=" .. q(dir .. "/nobody"), true)
+    assert.equal(1, exited(a))
+    out = support.read(dir .. "/out")
+    local _, n = out:gsub("arbor: cannot notify the service manager at NOTIFY_SOCKET="
+      .. dir:gsub("%p", "%%%0") .. "/nobody: No such file or directory\n", "")
+    assert.equal(1, n, out)
     assert.matches("root gave up (stop)", out, 1, true)
   end)
 end)

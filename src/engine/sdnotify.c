@@ -117,13 +117,14 @@ struct arbor_sd {
   char status[STATUS_MAX]; /* the last STATUS= sent */
 };
 
-/* Sends msg; the first failure is reported on stderr, once. */
+/* Sends msg; the first failure is reported on stderr, once (the others
+   are alike). */
 static void send_text(arbor_sd *sd, const char *msg) {
   int r = arbor_sd_send(msg, strlen(msg));
   if (r < 0 && !sd->failed) {
     sd->failed = 1;
-    fprintf(stderr, "arbor: cannot notify the service manager (%s): %s\n",
-            msg, strerror(-r));
+    fprintf(stderr, "arbor: cannot notify the service manager at "
+            "NOTIFY_SOCKET=%s: %s\n", sd_env.name, strerror(-r));
   }
 }
 
