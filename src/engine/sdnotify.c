@@ -15,6 +15,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "core/mem.h"
+
 /* Restart counts sampled by the status tick, one a second: the restarts
    of the last minute are the newest minus the oldest. */
 #define SAMPLES 61
@@ -209,8 +211,7 @@ arbor_sd *arbor_sd_attach(arbor_engine *e) {
             "not notifying the service manager\n", sd_env.name,
             strerror(sd_env.err));
   if (!e->loop || sd_env.fd < 0) return NULL;
-  arbor_sd *sd = calloc(1, sizeof *sd);
-  if (!sd) return NULL;
+  arbor_sd *sd = arbor_xcalloc(1, sizeof *sd);
   sd->e = e;
   sd->seq = (uint64_t)-1;
   sd->samples[0] = e->restarts;

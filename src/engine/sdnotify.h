@@ -28,8 +28,8 @@ typedef struct arbor_sd arbor_sd;
    runs): a libuv prepare handle sends READY=1 when the root first is
    HEALTHY and STOPPING=1 when the tree's stop begins, a one-second timer
    sends STATUS= when the summary changed, a timer at half the watchdog
-   interval sends WATCHDOG=1. NULL when there is no NOTIFY_SOCKET (or no
-   memory). */
+   interval sends WATCHDOG=1. NULL when there is no NOTIFY_SOCKET (said
+   on stderr when it names no address arbor can use). */
 arbor_sd *arbor_sd_attach(arbor_engine *e);
 
 /* Once e's run ended: sends STOPPING=1 (with STATUS=end) unless the stop
