@@ -84,6 +84,22 @@ describe("documented examples", function()
     assert.is_true(h:node("root.flaky").restarts >= 3)
     assert.equal(0, h:node("root.producer").restarts)
   end)
+
+  it("the example supervisor's comment draws the tree it runs", function()
+    local drawn = {}
+    for line in io.lines("docs/examples/workers.lua") do
+      local node = line:match("^%-%-   ([|`%- ]*%l+)")
+      if node then drawn[#drawn + 1] = node end
+    end
+    local h = testing.new{seed = 3}
+    h:start(dofile("docs/examples/workers.lua"))
+    h:advance(1) -- before the reporter prints
+    local real = {}
+    for line in require("arbor").render(h:tree()):gmatch("[^\n]+") do
+      real[#real + 1] = line:match("^[|`%- ]*%l+")
+    end
+    assert.same(real, drawn)
+  end)
 end)
 
 -- The example spec of docs/policies.md, kept working.

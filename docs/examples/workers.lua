@@ -2,9 +2,8 @@
 -- (or `scripts/run`), stop it with Ctrl-C.
 --
 --   root
---   |-- pipeline          a group: producer and consumer share their fate
---   |   |-- consumer
---   |   `-- producer
+--   |-- consumer          a group (ctx:group): consumer and producer are
+--   |-- producer          children of root that share their fate
 --   |-- flaky             fails every few seconds, restarted by its policy
 --   `-- reporter          draws the tree every 5 seconds
 local arbor = require "arbor"

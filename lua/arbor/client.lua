@@ -163,25 +163,51 @@ end
 
 -- ---- arbor ctl --------------------------------------------------------------
 
-local ctl_usage = [[
-usage: arbor ctl [SOCKET] COMMAND [ARGS...] [--json]
-commands:
-  status                 the engine: pid, script, uptime, nodes, restarts
-  tree [DN]              the tree (or DN's subtree): states, uptimes, restarts
-  node DN                a node's fields
-  restart DN             restart a node now
-  stop DN                stop a node and hold it down until restarted
-  logs DN [-n N] [-f]    a node's last N log lines (-f: follow)
-  events [-n N] [-f]     the last N events (-f: follow)
-  eval CODE [--budget N] evaluate Lua in the engine; prints the values
-  shutdown               stop the tree in order and wait for the engine to exit
+-- The commands: name, arguments, what it does; and how many positional
+-- arguments it takes (-1: zero or one).
+local command_list = {
+  {"status", "[--ready]", "the engine: pid, script, uptime, nodes, restarts,\n"
+    .. "                         stop bound; --ready: exit 0 only when the root is HEALTHY", 0},
+  {"tree", "[DN]", "the tree (or DN's subtree): states, uptimes, restarts", -1},
+  {"node", "DN", "a node's fields", 1},
+  {"restart", "DN", "restart a node now", 1},
+  {"stop", "DN", "stop a node and hold it down until restarted", 1},
+  {"logs", "DN [-n N] [-f]", "a node's last N log lines (-f: follow)", 1},
+  {"events", "[-n N] [-f]", "the last N events (-f: follow)", 0},
+  {"eval", "CODE [--budget N]", "evaluate Lua in the engine; prints the values", 1},
+  {"shutdown", "", "stop the tree in order and wait for the engine to exit", 0},
+}
+local commands, command_line = {}, {}
+for _, c in ipairs(command_list) do
+  commands[c[1]] = c[4]
+  command_line[c[1]] = string.format("  %-22s %s", c[1] .. (c[2] ~= "" and " " .. c[2] or ""), c[3])
+end
+
+local function lines(names)
+  local out = {}
+  for _, c in ipairs(command_list) do
+    if not names or names[c[1]] then out[#out + 1] = command_line[c[1]] end
+  end
+  return table.concat(out, "\n")
+end
+
+local ctl_tail = [[
 --json prints JSON (one object, or one per line when following).
 SOCKET is a path, or a name in the default directory (the only socket
-there when omitted). Exit: 0 ok, 1 the engine refused (unknown DN, error),
-2 usage, 3 no engine running, connection refused or socket not trusted.]]
+there when omitted). Exit: 0 ok, 1 the engine refused (unknown DN, error;
+status --ready: the root is not HEALTHY), 2 usage, 3 no engine running,
+connection refused or socket not trusted.]]
 
-local commands = {status = 0, tree = -1, node = 1, restart = 1, stop = 1,
-  logs = 1, events = 0, eval = 1, shutdown = 0}
+local ctl_usage = "usage: arbor ctl [SOCKET] COMMAND [ARGS...] [--json]\ncommands:\n"
+  .. lines() .. "\n" .. ctl_tail
+
+--- The usage of one command (arbor ctl COMMAND --help).
+local function command_usage(cmd)
+  local c
+  for _, x in ipairs(command_list) do if x[1] == cmd then c = x end end
+  return string.format("usage: arbor ctl [SOCKET] %s%s [--json]\n%s\n%s", cmd,
+    c[2] ~= "" and " " .. c[2] or "", lines({[cmd] = true}), ctl_tail)
+end
 
 function M.ctl(args)
   local pos, flags = {}, {}
@@ -198,9 +224,8 @@ function M.ctl(args)
       end
       flags[a == "-n" and "n" or "budget"] = v
       i = i + 1
-    elseif a == "-h" or a == "--help" then
-      print(ctl_usage)
-      return 0
+    elseif a == "-h" or a == "--help" then flags.help = true
+    elseif a == "--ready" then flags.ready = true
     elseif a:sub(1, 1) == "-" and #a > 1 and not (pos[1] == "eval" or pos[2] == "eval") then
       errf("arbor ctl: unknown option '%s'\n%s", a, ctl_usage)
       return 2
@@ -212,6 +237,10 @@ function M.ctl(args)
   local sock
   if pos[1] and not commands[pos[1]] then sock = table.remove(pos, 1) end
   local cmd = table.remove(pos, 1)
+  if flags.help then
+    print(commands[cmd] and command_usage(cmd) or ctl_usage)
+    return 0
+  end
   if not cmd then
     errf("arbor ctl: missing COMMAND\n%s", ctl_usage)
     return 2
@@ -221,13 +250,17 @@ function M.ctl(args)
     errf("arbor ctl: unknown command '%s'\n%s", cmd, ctl_usage)
     return 2
   end
+  if flags.ready and cmd ~= "status" then
+    errf("arbor ctl %s: --ready is an option of status\n%s", cmd, command_usage(cmd))
+    return 2
+  end
   if (want >= 0 and #pos ~= want) or (want < 0 and #pos > 1) then
     errf("arbor ctl %s: wrong number of arguments\n%s", cmd, ctl_usage)
     return 2
   end
   local conn = open_socket("arbor ctl", sock)
   if not conn then return 3 end
-  local req = {op = cmd, json = flags.json, follow = flags.follow, n = flags.n}
+  local req = {op = cmd, json = flags.json or flags.ready, follow = flags.follow, n = flags.n}
   if cmd == "eval" then
     req.code, req.budget = pos[1], flags.budget
   elseif pos[1] then
@@ -253,6 +286,17 @@ function M.ctl(args)
     end
     errf("arbor ctl %s: %s", cmd, (not flags.json and reply.traceback) or reply.error)
     return 1
+  end
+  if flags.ready then -- a readiness probe: 0 only when the root is HEALTHY
+    local root = reply.data and reply.data.root
+    if flags.json then
+      print(json.encode(reply.data))
+    else
+      print(string.format("%s: root %s", root == "HEALTHY" and "ready" or "not ready",
+        tostring(root)))
+    end
+    conn:close()
+    return root == "HEALTHY" and 0 or 1
   end
   if flags.json then
     if cmd == "eval" then print(json.encode(reply.values or {}))

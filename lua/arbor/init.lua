@@ -152,17 +152,28 @@ function M.run(root, opts)
   for _, sub in ipairs(pending) do sub.attach(e) end
   pending = {}
   running_engine = e
+  -- READY=1, STATUS=, WATCHDOG=1, STOPPING=1 to $NOTIFY_SOCKET (docs/deploy.md)
+  local notifier = core.notifier(e)
   local ok, result, reason = pcall(function()
     e:start(root, opts.policy, opts.shutdown, opts.auto_shutdown)
     return e:run()
   end)
   running_engine = nil
+  if notifier then
+    notifier:close(not ok and tostring(result) or result and "the tree stopped"
+      or reason)
+  end
   if server then server.close() end
   e:close()
   if not ok then error(result, 0) end
   arbor_cli.ran(result, reason)
   return result, reason
 end
+
+--- arbor.notify(text): sends text (KEY=VALUE lines, sd_notify(3)) to the
+-- service manager that started arbor ($NOTIFY_SOCKET): true when sent, false
+-- when there is none, nil and a message when sending failed.
+M.notify = core.sd_notify
 
 --- Stops the running tree in order (T12); arbor.run then returns.
 function M.stop() engine():stop() end

@@ -76,19 +76,31 @@ static int require_module(lua_State *L, const char *name, int h) {
   return 0;
 }
 
-/* Puts the development Lua tree first on package.path when this binary runs
-   from its build directory, so a build works without installing. */
+/* Puts arbor's Lua files first on package.path: $ARBOR_LUA_DIR if set; the
+   source tree's when this binary runs from its build directory, so a build
+   works without installing; the installed ones next to the binary (a
+   `cmake --install --prefix P` anywhere: P/bin/arbor reads
+   P/share/lua/5.4); else the install directory configured at build time. */
 static void set_paths(lua_State *L) {
   const char *dir = getenv("ARBOR_LUA_DIR");
-  char exe[PATH_MAX];
+  char exe[PATH_MAX], near[PATH_MAX + sizeof ARBOR_RELATIVE_LUA_DIR + 16],
+      near_dir[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (!dir && n > 0) {
     exe[n] = '\0';
     char *slash = strrchr(exe, '/');
     if (slash) *slash = '\0';
     char want[PATH_MAX];
-    if (realpath(ARBOR_BINARY_DIR, want) && strcmp(want, exe) == 0)
+    if (realpath(ARBOR_BINARY_DIR, want) && strcmp(want, exe) == 0) {
       dir = ARBOR_SOURCE_LUA_DIR;
+    } else {
+      snprintf(near, sizeof near, "%s/%s/arbor/init.lua", exe,
+               ARBOR_RELATIVE_LUA_DIR);
+      if (access(near, R_OK) == 0) {
+        snprintf(near, sizeof near, "%s/%s", exe, ARBOR_RELATIVE_LUA_DIR);
+        if (realpath(near, near_dir)) dir = near_dir;
+      }
+    }
   }
   if (!dir) dir = ARBOR_INSTALL_LUA_DIR;
   lua_getglobal(L, "package");
@@ -238,6 +250,9 @@ int main(int argc, char **argv) {
       control = argv[++i];
     } else if (strcmp(argv[i], "--init") == 0) {
       init = 1;
+    } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      fputs(usage, stdout);
+      return 0;
     } else if (strcmp(argv[i], "--") == 0) {
       i++;
       break;

@@ -9,7 +9,7 @@
    deterministic, but it makes every Lua instruction of every policy call
    several times dearer, and policies run at every restart.
    [-(nargs+1), +1, -]: pushes the result or the error message. */
-int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs) {
+int arbor__call_budget(arbor_engine *e, lua_State *L, int nargs) {
   arbor_watch saved;
   arbor_watchdog_push(&saved, L, e->budget,
                       "time budget exceeded: ran %d ms (limit %d ms)");

@@ -30,14 +30,14 @@ uint64_t arbor_engine_random(arbor_engine *e) {
    enqueued from outside a drain runs in this loop iteration. */
 static void on_idle(uv_idle_t *h) { (void)h; }
 
-void arbor__keep_polling(arbor_engine *e) { uv_idle_start(&e->idle, on_idle); }
+void arbor__clock_keep_polling(arbor_engine *e) { uv_idle_start(&e->idle, on_idle); }
 
-void arbor__need_drain(arbor_engine *e) {
+void arbor__clock_need_drain(arbor_engine *e) {
   if (e->loop && !e->draining && !uv_is_active((uv_handle_t *)&e->idle))
-    arbor__keep_polling(e);
+    arbor__clock_keep_polling(e);
 }
 
-void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
+void arbor__clock_arm(arbor_engine *e, arbor_timer *t, int kind, double due) {
   t->kind = kind;
   if (arbor_timers_arm(&e->timers, t, due) < 0) arbor_oom();
 }

@@ -185,7 +185,7 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
     e->policy_pn = pn;
     e->policy_ev = lua_topointer(L, -1);
     e->policy_depth++;
-    int st = arbor__budget_call(e, L, 1);
+    int st = arbor__call_budget(e, L, 1);
     e->policy_depth--;
     e->policy_pn = outer;
     e->policy_ev = outer_ev;
@@ -210,7 +210,7 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
                           "\"stop\" or \"escalate\")%s",
                           tn, shown, attempt ? "" : "; the default decides");
     } else {
-      arbor_str *msg = arbor__error_message(e, L, NULL);
+      arbor_str *msg = arbor__failure_message(e, L, NULL);
       why = arbor_str_fmt("faulty policy: %s%s", msg ? msg->s : "(error)",
                           attempt ? "" : "; the default decides");
       arbor_str_unref(msg);
@@ -241,14 +241,14 @@ static int ask_policy(arbor_engine *e, pnode *pn, double *delay) {
    exited. */
 static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
   if (pn->n.state == ARBOR_DEAD) return; /* already failing */
-  arbor__record_failure(e, pn);
+  arbor__pr_record_failure(e, pn);
   arbor_str_set(&pn->error, why);
   arbor_str_set(&pn->trace, NULL);
   pn->n.flags |= ARBOR_F_DECLARED;
-  arbor__set_state(e, pn, ARBOR_DEAD, why);
+  arbor__tr_set_state(e, pn, ARBOR_DEAD, why);
   if (arbor_node_running(&pn->n)) pn->exited = arbor__step_time(e);
-  arbor__spread_death(e, pn);
-  if (pn->n.live == 0) arbor__after_exit(e, pn);
+  arbor__pr_spread_death(e, pn);
+  if (pn->n.live == 0) arbor__pr_after_exit(e, pn);
 }
 
 /* pn's subtree has exited and it wants a restart (T8): decide and act. */
@@ -272,12 +272,12 @@ void arbor__decide(arbor_engine *e, pnode *pn) {
     if (delay <= 0)
       arbor_engine_start(e, pn);
     else
-      arbor__arm(e, &pn->wake, TIMER_RESTART, arbor__step_time(e) + delay);
+      arbor__clock_arm(e, &pn->wake, TIMER_RESTART, arbor__step_time(e) + delay);
     return;
   }
   pn->n.flags |= ARBOR_F_HELD;
-  arbor__held(e, pn);
-  arbor__group_release(e, pn); /* given up: no longer holds the next member */
+  arbor__tr_held(e, pn);
+  arbor__strategy_release(e, pn); /* given up: no longer holds the next member */
   pnode *parent = (pnode *)pn->n.parent;
   if (!parent) {
     e->gave_up = 1;

@@ -39,7 +39,7 @@ void arbor_defer_push(lua_State *L, pnode *pn, int idx) {
   pn->pflags |= PN_DEFER;
 }
 
-void arbor__run_defers(arbor_engine *e, pnode *pn) {
+void arbor__defer_run(arbor_engine *e, pnode *pn) {
   lua_State *L = e->L;
   pn->pflags &= (uint16_t)~PN_DEFER;
   push_defers(L);
@@ -58,15 +58,15 @@ void arbor__run_defers(arbor_engine *e, pnode *pn) {
       }
       lua_insert(L, -2); /* __close(v, nil) */
       lua_pushnil(L);
-      if (arbor__budget_call(e, L, 2) == LUA_OK) {
+      if (arbor__call_budget(e, L, 2) == LUA_OK) {
         lua_pop(L, 1);
         continue;
       }
-    } else if (arbor__budget_call(e, L, 0) == LUA_OK) {
+    } else if (arbor__call_budget(e, L, 0) == LUA_OK) {
       lua_pop(L, 1);
       continue;
     }
-    arbor_str *msg = arbor__error_message(e, L, NULL);
+    arbor_str *msg = arbor__failure_message(e, L, NULL);
     arbor_str *line = arbor_str_fmt("ctx:defer: %s", msg ? msg->s : "(error)");
     arbor_str_unref(msg);
     if (line) arbor_engine_log(e, pn, line);

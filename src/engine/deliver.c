@@ -12,7 +12,7 @@
    delivery walks only the subscribers there are, however many came and
    went before. */
 
-uint64_t arbor__subscribe(arbor_engine *e, int ref) {
+uint64_t arbor__deliver_subscribe(arbor_engine *e, int ref) {
   if (!e->outbox.ev &&
       arbor_ring_init(&e->outbox, e->outbox_cap, e->ring.max_bytes) < 0)
     return 0;
@@ -48,7 +48,7 @@ static void remove_sub(arbor_engine *e, arbor_sub *sub) {
   if (!e->delivering) sweep(e);
 }
 
-void arbor__unsubscribe(arbor_engine *e, uint64_t id) {
+void arbor__deliver_unsubscribe(arbor_engine *e, uint64_t id) {
   size_t lo = 0, hi = e->nsubs; /* ids increase along the array */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -61,7 +61,7 @@ void arbor__unsubscribe(arbor_engine *e, uint64_t id) {
     remove_sub(e, &e->subs[lo]);
 }
 
-void arbor__subscribers_free(arbor_engine *e) {
+void arbor__deliver_free(arbor_engine *e) {
   for (size_t i = 0; i < e->nsubs; i++)
     luaL_unref(e->L, LUA_REGISTRYINDEX, e->subs[i].ref);
   free(e->subs);
@@ -75,11 +75,11 @@ static void call_sub(arbor_engine *e, size_t i) {
   lua_State *L = e->L;
   lua_rawgeti(L, LUA_REGISTRYINDEX, e->subs[i].ref);
   lua_insert(L, -2);
-  if (arbor__budget_call(e, L, 1) == LUA_OK) {
+  if (arbor__call_budget(e, L, 1) == LUA_OK) {
     lua_pop(L, 1);
     return;
   }
-  arbor_str *msg = arbor__error_message(e, L, NULL);
+  arbor_str *msg = arbor__failure_message(e, L, NULL);
   arbor_str *why = arbor_str_fmt("on_event subscriber removed: %s",
                                  msg ? msg->s : "(error)");
   arbor_str_unref(msg);

@@ -22,7 +22,7 @@ static void hook_detached(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
   pnode *pn = (pnode *)n;
   lua_State *L = e->L;
-  arbor__discarded(e, pn);
+  arbor__tr_discarded(e, pn);
   const arbor_engine_procs *procs = arbor_engine_get_procs();
   if (procs) procs->node_discarded(pn);
   arbor_timers_disarm(&e->timers, &pn->wake);
@@ -31,8 +31,8 @@ static void hook_detached(arbor_node *n, void *ud) {
     free(pn->stop);
     pn->stop = NULL;
   }
-  arbor__unlink_ready(e, pn);
-  arbor__close_coroutine(e, pn);
+  arbor__pr_unlink_ready(e, pn);
+  arbor__pr_close_coroutine(e, pn);
   arbor_engine_unref_fn(e, pn->fn_ref);
   arbor_engine_unref_fn(e, pn->policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
@@ -59,7 +59,7 @@ static void hook_detached(arbor_node *n, void *ud) {
 static void hook_release(arbor_node *n, void *ud) {
   arbor_engine *e = ud;
   if (e->dn_pn == (pnode *)n) e->dn_pn = NULL; /* its address may come back */
-  arbor__lc_free((pnode *)n);
+  arbor__tr_free_coord((pnode *)n);
   if (e->zombie && e->tree.allocated == 0) free(e);
 }
 
@@ -204,7 +204,7 @@ static void on_close(uv_handle_t *h) { (*(int *)h->data)--; }
 
 void arbor_engine_free(arbor_engine *e) {
   lua_State *L = e->L;
-  arbor__kill_all(e);
+  arbor__loop_kill_all(e);
   arbor__lc_clear(e);
   /* empty the ready queue in one pass, so discarding stays linear */
   for (pnode *pn = e->ready_head, *next; pn; pn = next) {
@@ -249,7 +249,7 @@ void arbor_engine_free(arbor_engine *e) {
     lua_pop(L, 1);
   }
   luaL_unref(L, LUA_REGISTRYINDEX, e->policy_ev_ref);
-  arbor__subscribers_free(e);
+  arbor__deliver_free(e);
   luaL_unref(L, LUA_REGISTRYINDEX, e->dn_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);

@@ -8,7 +8,7 @@
 #include "core/gate.h"
 #include "engine/internal.h"
 
-void arbor__push_dn(arbor_engine *e, lua_State *L, pnode *pn) {
+void arbor__event_table_dn(arbor_engine *e, lua_State *L, pnode *pn) {
   if (e->dn_pn == pn) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->dn_ref);
     return;
@@ -38,7 +38,7 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
   lua_createtable(L, 0, 8);
   setint(L, "seq", (lua_Integer)ev->seq);
   setnum(L, "time", ev->time);
-  arbor__push_dn(e, L, (pnode *)ev->node);
+  arbor__event_table_dn(e, L, (pnode *)ev->node);
   lua_setfield(L, -2, "dn");
   setint(L, "incarnation", (lua_Integer)ev->incarnation);
   lua_pushstring(L, kinds[ev->kind]);

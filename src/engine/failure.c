@@ -57,7 +57,7 @@ static arbor_str *str_reuse(arbor_str *same, const char *s, size_t len) {
   return arbor_str_new(s, len);
 }
 
-arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn) {
+arbor_str *arbor__failure_message(arbor_engine *e, lua_State *co, pnode *pn) {
   size_t len;
   if (lua_type(co, -1) == LUA_TSTRING) {
     const char *s = lua_tolstring(co, -1, &len);
@@ -71,7 +71,7 @@ arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn) {
     lua_pushcfunction(L, tostring_k);
     lua_insert(L, -2);
     /* user code: under the budget of policies */
-    if (arbor__budget_call(e, L, 1) == LUA_OK &&
+    if (arbor__call_budget(e, L, 1) == LUA_OK &&
         lua_type(L, -1) == LUA_TSTRING) {
       const char *s = lua_tolstring(L, -1, &len);
       arbor_str *r = arbor_str_new(s, len);
@@ -119,7 +119,7 @@ static void sb_int(sbuf *sb, int v) {
    format but without its search of package.loaded for function names (and
    without printf), which would cost more than the rest of a restart. A
    crash loop repeats its traceback: pn's last one is shared when equal. */
-arbor_str *arbor__traceback(lua_State *co, pnode *pn) {
+arbor_str *arbor__failure_traceback(lua_State *co, pnode *pn) {
   sbuf sb;
   sb.n = 0;
   lua_Debug ar;

@@ -1,6 +1,10 @@
-/* internal.h: what the engine's own files share (processor.c, loop.c,
- * decide.c, failure.c), with libuv's uv__ convention: arbor__ names are not
- * for the bindings.
+/* internal.h: what the engine's own files share, sectioned by file, with
+ * libuv's uv__ convention: arbor__ names are not for the bindings (their
+ * interface is processor.h). After arbor__ comes the file, as Lua's luaD_
+ * names ldo.c: arbor__tr_ transition.c, arbor__pr_ processor.c,
+ * arbor__clock_, arbor__emit, arbor__call_, arbor__deliver_, arbor__loop_,
+ * arbor__strategy_, arbor__decide, arbor__defer_, arbor__failure_,
+ * arbor__event_table_; lifecycle.h's are arbor__lc_.
  */
 #ifndef ARBOR_INTERNAL_H
 #define ARBOR_INTERNAL_H
@@ -21,10 +25,10 @@ static inline void arbor__step_begin(arbor_engine *e) {
 }
 
 /* clock.c */
-void arbor__arm(arbor_engine *e, arbor_timer *t, int kind, double due);
+void arbor__clock_arm(arbor_engine *e, arbor_timer *t, int kind, double due);
 /* The loop is not to block in poll: there is work for the drain. */
-void arbor__need_drain(arbor_engine *e);
-void arbor__keep_polling(arbor_engine *e);
+void arbor__clock_need_drain(arbor_engine *e);
+void arbor__clock_keep_polling(arbor_engine *e);
 
 /* emit.c */
 void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
@@ -34,58 +38,58 @@ void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                  arbor_state from, arbor_state to, arbor_str *reason);
 
 /* processor.c */
-void arbor__enqueue(arbor_engine *e, pnode *pn);
+void arbor__pr_enqueue(arbor_engine *e, pnode *pn);
 /* Takes pn out of the ready queue for good (it is discarded). */
-void arbor__unlink_ready(arbor_engine *e, pnode *pn);
+void arbor__pr_unlink_ready(arbor_engine *e, pnode *pn);
 /* Ends pn's coroutine (its pending <close> variables run now). */
-void arbor__close_coroutine(arbor_engine *e, pnode *pn);
-void arbor__spread_death(arbor_engine *e, pnode *pn);
-void arbor__record_failure(arbor_engine *e, pnode *pn);
-void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
+void arbor__pr_close_coroutine(arbor_engine *e, pnode *pn);
+void arbor__pr_spread_death(arbor_engine *e, pnode *pn);
+void arbor__pr_record_failure(arbor_engine *e, pnode *pn);
+void arbor__pr_node_exit(arbor_engine *e, pnode *pn, arbor_state s,
                       arbor_str *reason, arbor_str *trace);
-void arbor__after_exit(arbor_engine *e, pnode *pn);
-void arbor__stop_advance(arbor_engine *e, pnode *pn);
-void arbor__drain(arbor_engine *e);
-pnode_stop *arbor__stop_of(pnode *pn);
+void arbor__pr_after_exit(arbor_engine *e, pnode *pn);
+void arbor__pr_stop_advance(arbor_engine *e, pnode *pn);
+void arbor__pr_drain(arbor_engine *e);
+pnode_stop *arbor__pr_stop_of(pnode *pn);
 
 /* transition.c: the only code that changes a node's life. Each updates
    the tree, emits the event (reason borrowed) and reports to the parent's
    lifecycle coordinator. */
-void arbor__started(arbor_engine *e, pnode *pn, arbor_state from);
-void arbor__set_state(arbor_engine *e, pnode *pn, arbor_state to,
+void arbor__tr_started(arbor_engine *e, pnode *pn, arbor_state from);
+void arbor__tr_set_state(arbor_engine *e, pnode *pn, arbor_state to,
                       arbor_str *reason);
-void arbor__exited(arbor_engine *e, pnode *pn, arbor_state s,
+void arbor__tr_exited(arbor_engine *e, pnode *pn, arbor_state s,
                    arbor_str *reason);
-void arbor__held(arbor_engine *e, pnode *pn);
-void arbor__stepped(arbor_engine *e, pnode *pn);
-void arbor__cancel(arbor_engine *e, pnode *pn);
-void arbor__discarded(arbor_engine *e, pnode *pn);
+void arbor__tr_held(arbor_engine *e, pnode *pn);
+void arbor__tr_stepped(arbor_engine *e, pnode *pn);
+void arbor__tr_cancel(arbor_engine *e, pnode *pn);
+void arbor__tr_discarded(arbor_engine *e, pnode *pn);
 
 /* loop.c */
-void arbor__force_close(arbor_engine *e, pnode *pn);
-void arbor__kill_all(arbor_engine *e);
+void arbor__loop_force_close(arbor_engine *e, pnode *pn);
+void arbor__loop_kill_all(arbor_engine *e);
 
 /* deliver.c */
 void arbor__deliver_events(arbor_engine *e);
-uint64_t arbor__subscribe(arbor_engine *e, int ref);
-void arbor__unsubscribe(arbor_engine *e, uint64_t id);
-void arbor__subscribers_free(arbor_engine *e);
+uint64_t arbor__deliver_subscribe(arbor_engine *e, int ref);
+void arbor__deliver_unsubscribe(arbor_engine *e, uint64_t id);
+void arbor__deliver_free(arbor_engine *e);
 
 /* strategy.c: group strategies and significant children */
-int arbor__group_spreads(pnode *dead, pnode *member);
-int arbor__group_hold(arbor_engine *e, pnode *pn);
-void arbor__group_release(arbor_engine *e, pnode *pn);
-void arbor__significant_done(arbor_engine *e, pnode *pn);
-arbor_state arbor__auto_exit(pnode *pn, arbor_state s);
+int arbor__strategy_spreads(pnode *dead, pnode *member);
+int arbor__strategy_hold(arbor_engine *e, pnode *pn);
+void arbor__strategy_release(arbor_engine *e, pnode *pn);
+void arbor__strategy_significant_done(arbor_engine *e, pnode *pn);
+arbor_state arbor__strategy_auto_exit(pnode *pn, arbor_state s);
 
 /* decide.c */
 void arbor__decide(arbor_engine *e, pnode *pn);
-int arbor__budget_call(arbor_engine *e, lua_State *L, int nargs);
+int arbor__call_budget(arbor_engine *e, lua_State *L, int nargs);
 
 /* event_table.c: pn's DN; the last one pushed is kept as a Lua string, since
    a node's events and log lines come in runs (an exit, its policy, the
    restart). [-0, +1, m] */
-void arbor__push_dn(arbor_engine *e, lua_State *L, pnode *pn);
+void arbor__event_table_dn(arbor_engine *e, lua_State *L, pnode *pn);
 /* event_table.c: an event as a Lua table. [-0, +1, m] */
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev);
@@ -94,13 +98,13 @@ void arbor_push_gap_table(lua_State *L, uint64_t first, uint64_t last,
                           double time);
 
 /* defer.c: runs what ctx:defer recorded for pn's incarnation. */
-void arbor__run_defers(arbor_engine *e, pnode *pn);
+void arbor__defer_run(arbor_engine *e, pnode *pn);
 
 /* failure.c: the error value on top of co as a message (its __tostring
    runs under the budget of policies); pn, if any, is the node it may
    repeat the last error of. */
-arbor_str *arbor__error_message(arbor_engine *e, lua_State *co, pnode *pn);
+arbor_str *arbor__failure_message(arbor_engine *e, lua_State *co, pnode *pn);
 /* The traceback of co, which died of an error or was stopped. */
-arbor_str *arbor__traceback(lua_State *co, pnode *pn);
+arbor_str *arbor__failure_traceback(lua_State *co, pnode *pn);
 
 #endif

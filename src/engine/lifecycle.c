@@ -36,7 +36,7 @@ static void retire(arbor_engine *e, pnode *c) {
   n->flags |= ARBOR_F_RETIRED;
   if (n->flags & ARBOR_F_PENDING) {
     n->flags &= (uint8_t)~ARBOR_F_PENDING;
-    arbor__set_state(e, c, ARBOR_CANCELED, e->r_retired);
+    arbor__tr_set_state(e, c, ARBOR_CANCELED, e->r_retired);
   }
   if (n->live > 0) arbor_engine_cancel(e, c);
 }
@@ -170,7 +170,7 @@ const char *arbor_lc_check_add(arbor_engine *e, pnode *parent, unsigned lc) {
   arbor_coord *co = coord_for(parent, NULL);
   arbor_gate g = arbor_gate_of(lc & ARBOR_LC_KIND, (lc & ARBOR_LC_SIDECAR) != 0);
   int ok = arbor_coord_may_add(co, g);
-  if (arbor_coord_dirty(co)) arbor__lc_queue(e, parent);
+  if (arbor_coord_dirty(co)) arbor__tr_queue(e, parent);
   return ok ? NULL : arbor_gate_name(g);
 }
 
@@ -187,7 +187,7 @@ void arbor_lc_register(arbor_engine *e, pnode *child) {
   if (before == ARBOR_CO_INIT && arbor_coord_state(co) != ARBOR_CO_INIT)
     answer(e, parent, 0);
   else if (arbor_coord_dirty(co))
-    arbor__lc_queue(e, parent);
+    arbor__tr_queue(e, parent);
 }
 
 int arbor_lc_admit(pnode *child) {
@@ -206,20 +206,20 @@ int arbor_lc_gated(const pnode *pn) {
 }
 
 int arbor_lc_blocked(const pnode *pn) {
-  arbor_coord *co = arbor__lc_parent_coord(pn);
+  arbor_coord *co = arbor__tr_parent_coord(pn);
   return co && arbor_coord_blocked(co, pn->co_slot) &&
          (pn->n.flags & ARBOR_F_PENDING) && !arbor_node_running(&pn->n);
 }
 
 int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn) {
-  arbor_coord *co = arbor__lc_parent_coord(pn);
+  arbor_coord *co = arbor__tr_parent_coord(pn);
   if (!co || arbor_coord_may_start(co, pn->co_slot)) return 0;
   arbor_node *n = &pn->n;
   arbor_timers_disarm(&e->timers, &pn->wake);
   n->flags |= ARBOR_F_PENDING;
   if (n->incarnation == 0 && n->state != ARBOR_NEW)
-    arbor__set_state(e, pn, ARBOR_NEW, e->r_blocked);
-  arbor__lc_report(e, pn, ARBOR_CO_WAITING);
+    arbor__tr_set_state(e, pn, ARBOR_NEW, e->r_blocked);
+  arbor__tr_report(e, pn, ARBOR_CO_WAITING);
   return 1;
 }
 
@@ -251,9 +251,9 @@ void arbor__lc_bound(arbor_engine *e, pnode *pn) {
     return;
   }
   if (pn->pflags & PN_NOTIFIED) return;
-  pnode_stop *st = arbor__stop_of(pn);
+  pnode_stop *st = arbor__pr_stop_of(pn);
   if (arbor_timer_armed(&st->deadline)) return;
-  arbor__arm(e, &st->deadline, TIMER_BOUND,
+  arbor__clock_arm(e, &st->deadline, TIMER_BOUND,
              arbor__step_time(e) + pn->shutdown);
 }
 

@@ -24,10 +24,10 @@ void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line) {
   if (e->log_ref != LUA_NOREF) {
     lua_State *L = e->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, e->log_ref);
-    arbor__push_dn(e, L, pn);
+    arbor__event_table_dn(e, L, pn);
     lua_pushlstring(L, line->s, line->len);
     lua_pushnumber(L, arbor__step_time(e));
-    arbor__budget_call(e, L, 3); /* user code: bounded like a policy */
+    arbor__call_budget(e, L, 3); /* user code: bounded like a policy */
     lua_pop(L, 1);
   }
 }

@@ -14,7 +14,7 @@
 #include "engine/watchdog.h"
 
 /* Forced close at the shutdown deadline (T7). */
-void arbor__force_close(arbor_engine *e, pnode *pn) {
+void arbor__loop_force_close(arbor_engine *e, pnode *pn) {
   pn->n.flags |= ARBOR_F_FORCED;
   if (e->stop_requested && !e->closing) {
     if (!e->first_forced) {
@@ -24,7 +24,7 @@ void arbor__force_close(arbor_engine *e, pnode *pn) {
     }
     e->forced_in_stop++;
   }
-  arbor__node_exit(e, pn, ARBOR_CANCELED, arbor_str_ref(e->r_forced), NULL);
+  arbor__pr_node_exit(e, pn, ARBOR_CANCELED, arbor_str_ref(e->r_forced), NULL);
 }
 
 static void fire(arbor_engine *e, arbor_timer *t) {
@@ -33,7 +33,7 @@ static void fire(arbor_engine *e, arbor_timer *t) {
   case TIMER_WAKE:
     pn = (pnode *)((char *)t - offsetof(pnode, wake));
     pn->wait = WAIT_NONE;
-    arbor__enqueue(e, pn);
+    arbor__pr_enqueue(e, pn);
     break;
   case TIMER_RESTART:
     pn = (pnode *)((char *)t - offsetof(pnode, wake));
@@ -41,7 +41,7 @@ static void fire(arbor_engine *e, arbor_timer *t) {
     break;
   case TIMER_DEADLINE:
     pn = ((pnode_stop *)((char *)t - offsetof(pnode_stop, deadline)))->owner;
-    if (arbor_node_running(&pn->n)) arbor__force_close(e, pn);
+    if (arbor_node_running(&pn->n)) arbor__loop_force_close(e, pn);
     break;
   case TIMER_BOUND:
     pn = ((pnode_stop *)((char *)t - offsetof(pnode_stop, deadline)))->owner;
@@ -105,11 +105,11 @@ static void rearm_uv_timer(arbor_engine *e) {
 static void on_timer(uv_timer_t *h) { pump(h->data); }
 static void on_check(uv_check_t *h) { pump(h->data); }
 
-void arbor__kill_all(arbor_engine *e) {
+void arbor__loop_kill_all(arbor_engine *e) {
   e->closing = 1;
   arbor_node *top = e->tree.root, *n = top;
   while (n) {
-    if (arbor_node_running(n)) arbor__force_close(e, (pnode *)n);
+    if (arbor_node_running(n)) arbor__loop_force_close(e, (pnode *)n);
     if (n->first) {
       n = n->first;
       continue;
@@ -125,7 +125,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   arbor__step_begin(e);
   if (e->stop_requested && signum == SIGINT) {
     e->interrupted = 1;
-    arbor__kill_all(e);
+    arbor__loop_kill_all(e);
   } else {
     arbor_str *line = arbor_str_fmt("%s: stopping the tree",
                                     signum == SIGINT ? "SIGINT" : "SIGTERM");
@@ -140,9 +140,9 @@ static void on_signal(uv_signal_t *h, int signum) {
 static void pump(arbor_engine *e) {
   e->wakeups++;
   fire_due(e);
-  arbor__drain(e);
+  arbor__pr_drain(e);
   if (e->ready_head) {
-    arbor__keep_polling(e); /* more to do: do not block in poll */
+    arbor__clock_keep_polling(e); /* more to do: do not block in poll */
   } else {
     uv_idle_stop(&e->idle);
     arbor_watchdog_idle();
@@ -181,7 +181,7 @@ int arbor_engine_settle(arbor_engine *e) {
   uint64_t limit = e->resumes + e->settle_limit;
   do {
     fire_due(e);
-    arbor__drain(e);
+    arbor__pr_drain(e);
     if (e->resumes > limit) {
       arbor_watchdog_idle();
       return -1;

@@ -1,7 +1,7 @@
 /* processor.c: the engine's event processing. See processor.h.
  *
  * Everything happens on one thread. libuv callbacks (and the harness) only
- * fire timers and enqueue incarnations; arbor__drain() is the single place
+ * fire timers and enqueue incarnations; arbor__pr_drain() is the single place
  * that resumes coroutines, so resumes never nest. When an incarnation ends,
  * its exit is classified, death is spread, ordered stops advance, and the GC
  * decides a restart in O(depth), all before the next resume.
@@ -25,10 +25,10 @@
 
 /* ---- ready queue and timers ----------------------------------------- */
 
-void arbor__enqueue(arbor_engine *e, pnode *pn) {
+void arbor__pr_enqueue(arbor_engine *e, pnode *pn) {
   if (pn->pflags & PN_QUEUED) return;
   pn->pflags |= PN_QUEUED;
-  arbor__need_drain(e);
+  arbor__clock_need_drain(e);
   if (pn->pflags & PN_INLIST) return; /* still linked: wanted again */
   pn->pflags |= PN_INLIST;
   pn->ready_next = NULL;
@@ -44,7 +44,7 @@ void arbor__enqueue(arbor_engine *e, pnode *pn) {
 static void dequeue(pnode *pn) { pn->pflags &= (uint16_t)~PN_QUEUED; }
 
 /* Unlinks pn for good (it is being discarded): O(queue), and rare. */
-void arbor__unlink_ready(arbor_engine *e, pnode *pn) {
+void arbor__pr_unlink_ready(arbor_engine *e, pnode *pn) {
   if (!(pn->pflags & PN_INLIST)) return;
   pnode **p = &e->ready_head, *prev = NULL;
   while (*p && *p != pn) {
@@ -70,14 +70,14 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   if (parent && parent->coord && arbor__lc_hold_at_gate(e, pn))
     return; /* L7: gates control starting */
   arbor_state from = (arbor_state)pn->n.state;
-  if (arbor__group_hold(e, pn)) return; /* waits for its predecessor */
+  if (arbor__strategy_hold(e, pn)) return; /* waits for its predecessor */
   arbor_timers_disarm(&e->timers, &pn->wake);
   if (pn->n.incarnation > 0) {
     pn->restarts++;
     e->restarts++;
   }
   pn->pflags &= PN_INLIST | PN_LC_QUEUED | PN_LC_BUSY;
-  arbor__started(e, pn, from);
+  arbor__tr_started(e, pn, from);
   pn->wait = WAIT_NONE;
   pn->resume = RESUME_VALUES;
   pn->shield = 0;
@@ -97,39 +97,39 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
   arbor_push_ctx(co, pn);
   pn->nargs = 1;
-  arbor__enqueue(e, pn);
-  arbor__group_release(e, pn);
+  arbor__pr_enqueue(e, pn);
+  arbor__strategy_release(e, pn);
 }
 
 /* ---- exits ---------------------------------------------------------- */
 
 /* T6: a node that died has its own context canceled (its subtree stops,
    children first) and so have the other members of its group. */
-void arbor__spread_death(arbor_engine *e, pnode *pn) {
-  arbor__cancel(e, pn);
-  arbor__stop_advance(e, pn);
+void arbor__pr_spread_death(arbor_engine *e, pnode *pn) {
+  arbor__tr_cancel(e, pn);
+  arbor__pr_stop_advance(e, pn);
   /* First cancel every member; members that had already exited are then
      decided one by one. A decision can restructure the tree (an escalation
      restarts the group's parent, discarding the group), so they are
      collected first, referenced, and skipped once discarded. */
   size_t exited = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
-    if (!arbor__group_spreads(pn, (pnode *)g)) continue;
-    arbor__cancel(e, (pnode *)g);
-    arbor__stop_advance(e, (pnode *)g);
+    if (!arbor__strategy_spreads(pn, (pnode *)g)) continue;
+    arbor__tr_cancel(e, (pnode *)g);
+    arbor__pr_stop_advance(e, (pnode *)g);
     if (g->live == 0) exited++;
   }
   if (exited == 0) return;
   arbor_node **todo = arbor_xalloc(exited * sizeof *todo);
   size_t k = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n && k < exited; g = g->gnext)
-    if (g->live == 0 && arbor__group_spreads(pn, (pnode *)g)) {
+    if (g->live == 0 && arbor__strategy_spreads(pn, (pnode *)g)) {
       arbor_node_ref(g);
       todo[k++] = g;
     }
   for (size_t i = 0; i < k; i++) {
     if (!(todo[i]->flags & ARBOR_F_DETACHED))
-      arbor__after_exit(e, (pnode *)todo[i]);
+      arbor__pr_after_exit(e, (pnode *)todo[i]);
     arbor_node_unref(todo[i]);
   }
   free(todo);
@@ -187,7 +187,7 @@ static pnode_hist *hist(pnode *pn) {
 
 /* Ends the incarnation's coroutine: its pending <close> variables run now,
    before the node's defers, its policy and its next incarnation. */
-void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
+void arbor__pr_close_coroutine(arbor_engine *e, pnode *pn) {
   if (!pn->co) return;
   release_thread(e, pn, pn->co, pn->co_ref, !(pn->pflags & PN_NOPOOL));
   pn->pflags &= (uint16_t)~PN_NOPOOL;
@@ -195,7 +195,7 @@ void arbor__close_coroutine(arbor_engine *e, pnode *pn) {
   pn->co_ref = LUA_NOREF;
 }
 
-void arbor__record_failure(arbor_engine *e, pnode *pn) {
+void arbor__pr_record_failure(arbor_engine *e, pnode *pn) {
   pn->consecutive++;
   pnode_hist *h = hist(pn);
   if (!h) return;
@@ -210,14 +210,14 @@ void arbor__record_failure(arbor_engine *e, pnode *pn) {
 
 /* Ends pn's incarnation in state s. reason (taken) is the error message for
    DEAD, or a note; trace (taken) the traceback. */
-void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
+void arbor__pr_node_exit(arbor_engine *e, pnode *pn, arbor_state s,
                       arbor_str *reason, arbor_str *trace) {
-  s = arbor__auto_exit(pn, s);
+  s = arbor__strategy_auto_exit(pn, s);
   int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
   int failed = s == ARBOR_DEAD && !declared;
   dequeue(pn);
-  arbor__close_coroutine(e, pn);
-  if (pn->pflags & PN_DEFER) arbor__run_defers(e, pn);
+  arbor__pr_close_coroutine(e, pn);
+  if (pn->pflags & PN_DEFER) arbor__defer_run(e, pn);
   if (pn->pflags & PN_PROCS) { /* set only once proc/ registered */
     pn->pflags &= (uint16_t)~PN_PROCS;
     arbor_engine_get_procs()->incarnation_end(pn, s);
@@ -227,30 +227,30 @@ void arbor__node_exit(arbor_engine *e, pnode *pn, arbor_state s,
   pn->wait = WAIT_NONE;
   pn->exited = arbor__step_time(e);
   if (failed) {
-    arbor__record_failure(e, pn);
+    arbor__pr_record_failure(e, pn);
     arbor_str_set(&pn->error, reason);
     arbor_str_set(&pn->trace, trace);
   } else if (s == ARBOR_CANCELED && reason && !declared) {
     arbor_str_set(&pn->error, reason);
   }
   arbor_str_unref(trace);
-  arbor__exited(e, pn, s, reason);
+  arbor__tr_exited(e, pn, s, reason);
   arbor_str_unref(reason);
-  if (s == ARBOR_DEAD && !declared) arbor__spread_death(e, pn);
-  if (s == ARBOR_DONE) arbor__significant_done(e, pn);
-  arbor__group_release(e, pn); /* exited for good: the next member may start */
-  arbor__after_exit(e, pn);
+  if (s == ARBOR_DEAD && !declared) arbor__pr_spread_death(e, pn);
+  if (s == ARBOR_DONE) arbor__strategy_significant_done(e, pn);
+  arbor__strategy_release(e, pn); /* exited for good: the next member may start */
+  arbor__pr_after_exit(e, pn);
 }
 
 /* Walks up from a node whose subtree may just have exited: ordered stops
    waiting on it advance, and the GC decides a restart. O(depth). */
-void arbor__after_exit(arbor_engine *e, pnode *pn) {
+void arbor__pr_after_exit(arbor_engine *e, pnode *pn) {
   arbor_node *a = &pn->n;
   if (a->flags & ARBOR_F_DETACHED) return; /* discarded meanwhile */
   while (a->parent && a->live == 0) {
     pnode *p = (pnode *)a->parent;
     if ((p->pflags & PN_STOPPING) && p->stop && p->stop->cursor == (pnode *)a)
-      arbor__stop_advance(e, p);
+      arbor__pr_stop_advance(e, p);
     a = a->parent;
   }
   arbor_node_ref(a = &pn->n); /* a decision may discard pn */
@@ -272,31 +272,31 @@ static pnode_stop *stop_of(pnode *pn) {
   return pn->stop;
 }
 
-pnode_stop *arbor__stop_of(pnode *pn) { return stop_of(pn); }
+pnode_stop *arbor__pr_stop_of(pnode *pn) { return stop_of(pn); }
 
 /* Tells pn's incarnation it is canceled: its blocking calls raise from now
    on, and it has `shutdown` seconds to exit. */
 static void notify(arbor_engine *e, pnode *pn) {
   if (!arbor_node_running(&pn->n) || (pn->pflags & PN_NOTIFIED)) return;
   pn->pflags |= PN_NOTIFIED;
-  arbor__arm(e, &stop_of(pn)->deadline, TIMER_DEADLINE,
+  arbor__clock_arm(e, &stop_of(pn)->deadline, TIMER_DEADLINE,
              arbor__step_time(e) + pn->shutdown);
   if (!(pn->pflags & PN_RESUMED)) {
     /* never ran: it ends CANCELED without running (T8) */
     pn->resume = RESUME_CANCEL;
-    arbor__enqueue(e, pn);
+    arbor__pr_enqueue(e, pn);
   } else if (pn->wait != WAIT_NONE && pn->shield == 0) {
     arbor_timers_disarm(&e->timers, &pn->wake);
     pn->wait = WAIT_NONE;
     pn->resume = RESUME_CANCEL;
-    arbor__enqueue(e, pn);
+    arbor__pr_enqueue(e, pn);
   }
 }
 
 /* Advances the ordered stop of pn: its running children are stopped one at
    a time, last started first; when none is left, pn itself is notified.
    Iterative: descends into the child being stopped. */
-void arbor__stop_advance(arbor_engine *e, pnode *pn) {
+void arbor__pr_stop_advance(arbor_engine *e, pnode *pn) {
   while (pn && arbor_node_canceled(&pn->n)) {
     arbor_node *c;
     if (!(pn->pflags & PN_STOPPING)) {
@@ -328,9 +328,9 @@ void arbor__stop_advance(arbor_engine *e, pnode *pn) {
 }
 
 void arbor_engine_cancel(arbor_engine *e, pnode *pn) {
-  arbor__cancel(e, pn);
-  arbor__stop_advance(e, pn);
-  if (pn->n.live == 0) arbor__after_exit(e, pn);
+  arbor__tr_cancel(e, pn);
+  arbor__pr_stop_advance(e, pn);
+  if (pn->n.live == 0) arbor__pr_after_exit(e, pn);
 }
 
 void arbor_engine_hold(arbor_engine *e, pnode *pn) {
@@ -339,10 +339,10 @@ void arbor_engine_hold(arbor_engine *e, pnode *pn) {
     /* a delayed restart: it will not happen */
     arbor_timers_disarm(&e->timers, &pn->wake);
     pn->n.flags &= (uint8_t)~ARBOR_F_PENDING;
-    arbor__set_state(e, pn, ARBOR_CANCELED, e->r_held);
+    arbor__tr_set_state(e, pn, ARBOR_CANCELED, e->r_held);
   }
   arbor_engine_cancel(e, pn);
-  arbor__held(e, pn);
+  arbor__tr_held(e, pn);
 }
 
 void arbor_engine_stop(arbor_engine *e) {
@@ -392,7 +392,7 @@ int arbor_engine_fail(arbor_engine *e, pnode *pn) {
   pn->resume = RESUME_FAIL;
   arbor_timers_disarm(&e->timers, &pn->wake);
   pn->wait = WAIT_NONE;
-  arbor__enqueue(e, pn);
+  arbor__pr_enqueue(e, pn);
   return 0;
 }
 
@@ -404,15 +404,15 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
     if (n->state != ARBOR_NEW) return "healthy";
     pn->consecutive = 0;
     pn->healthy_at = arbor__step_time(e);
-    arbor__set_state(e, pn, ARBOR_HEALTHY, NULL);
-    arbor__group_release(e, pn); /* an ordered successor may start */
+    arbor__tr_set_state(e, pn, ARBOR_HEALTHY, NULL);
+    arbor__strategy_release(e, pn); /* an ordered successor may start */
     return NULL;
   }
   if (strcmp(what, "done") == 0) {
     if (n->state != ARBOR_HEALTHY) return "done";
     pn->consecutive = 0;
     pn->done = 1;
-    arbor__set_state(e, pn, ARBOR_DONE, NULL);
+    arbor__tr_set_state(e, pn, ARBOR_DONE, NULL);
     return NULL;
   }
   return "unknown";
@@ -422,7 +422,7 @@ void arbor_engine_park(arbor_engine *e, pnode *pn, int wait, double seconds) {
   pn->wait = (uint8_t)wait;
   pn->wait_seq++;
   if (wait == WAIT_SLEEP)
-    arbor__arm(e, &pn->wake, TIMER_WAKE, arbor__step_time(e) + seconds);
+    arbor__clock_arm(e, &pn->wake, TIMER_WAKE, arbor__step_time(e) + seconds);
 }
 
 int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
@@ -433,7 +433,7 @@ int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
   lua_xmove(L, pn->co, nvals);
   pn->nargs = (uint8_t)nvals;
   pn->wait = WAIT_NONE;
-  arbor__enqueue(e, pn);
+  arbor__pr_enqueue(e, pn);
   return 1;
 }
 
@@ -443,7 +443,7 @@ int arbor_engine_wake(arbor_engine *e, pnode *pn, uint32_t seq) {
     return 0;
   arbor_timers_disarm(&e->timers, &pn->wake);
   pn->wait = WAIT_NONE;
-  arbor__enqueue(e, pn);
+  arbor__pr_enqueue(e, pn);
   return 1;
 }
 
@@ -452,11 +452,11 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   if (!(pn->pflags & PN_RESUMED) && pn->resume != RESUME_VALUES) {
     /* canceled or failed before it ever ran */
     if (pn->resume == RESUME_CANCEL) {
-      arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
+      arbor__pr_node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     } else {
       lua_rawgeti(e->L, LUA_REGISTRYINDEX, pn->fail_ref);
       lua_xmove(e->L, co, 1);
-      arbor__node_exit(e, pn, ARBOR_DEAD, arbor__error_message(e, co, pn),
+      arbor__pr_node_exit(e, pn, ARBOR_DEAD, arbor__failure_message(e, co, pn),
                 arbor_str_lit("(failed before it ran)"));
     }
     return;
@@ -471,24 +471,24 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   int status = lua_resume(co, e->L, nargs, &nres);
   int runaway = arbor_watchdog_leave(co);
   e->current = prev;
-  if (!(pn->pflags & PN_STEPPED)) arbor__stepped(e, pn);
+  if (!(pn->pflags & PN_STEPPED)) arbor__tr_stepped(e, pn);
   if (runaway && status == LUA_YIELD) { /* the watchdog's hook yielded */
     lua_pop(co, nres);
     arbor_watchdog_push_error(co);
   } else if (status == LUA_YIELD) {
     lua_pop(co, nres);
-    if (pn->wait == WAIT_NONE) arbor__enqueue(e, pn); /* a plain coroutine.yield() */
+    if (pn->wait == WAIT_NONE) arbor__pr_enqueue(e, pn); /* a plain coroutine.yield() */
     return;
   }
   if (status == LUA_OK) {
     lua_pop(co, nres);
     if (pn->done)
-      arbor__node_exit(e, pn, ARBOR_DONE, NULL, NULL);
+      arbor__pr_node_exit(e, pn, ARBOR_DONE, NULL, NULL);
     else if (pn->pflags & PN_NOTIFIED)
-      arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
+      arbor__pr_node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     else {
       pn->pflags |= PN_RETURNED;
-      arbor__node_exit(e, pn, ARBOR_DEAD,
+      arbor__pr_node_exit(e, pn, ARBOR_DEAD,
                 arbor_str_fmt("runnable returned without signaling done "
                               "(state %s)",
                               arbor_state_name((arbor_state)pn->n.state)),
@@ -497,14 +497,14 @@ static void resume_node(arbor_engine *e, pnode *pn) {
     return;
   }
   if ((pn->pflags & PN_NOTIFIED) && arbor_is_canceled(co, -1)) {
-    arbor__node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
+    arbor__pr_node_exit(e, pn, ARBOR_CANCELED, NULL, NULL);
     return;
   }
   /* the coroutine died (or was stopped): its traceback is read before
      node_exit resets it */
-  arbor_str *msg = arbor__error_message(e, co, pn);
+  arbor_str *msg = arbor__failure_message(e, co, pn);
   if (runaway && status != LUA_YIELD) pn->pflags |= PN_NOPOOL;
-  arbor__node_exit(e, pn, ARBOR_DEAD, msg, arbor__traceback(co, pn));
+  arbor__pr_node_exit(e, pn, ARBOR_DEAD, msg, arbor__failure_traceback(co, pn));
 }
 
 /* The single drain point: resumes the incarnations that were ready when it
@@ -513,7 +513,7 @@ static void resume_node(arbor_engine *e, pnode *pn) {
    storm. */
 #define DRAIN_MIN 256
 
-void arbor__drain(arbor_engine *e) {
+void arbor__pr_drain(arbor_engine *e) {
   if (e->draining) return;
   e->draining = 1;
   if (e->ready_head && e->runaway > 0) arbor_watchdog_busy();

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "core/events.h"
+#include "core/ring.h"
 #include "core/timers.h"
 #include "core/str.h"
 #include "core/tree.h"

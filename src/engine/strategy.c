@@ -32,7 +32,7 @@ static pnode *next_member(pnode *pn) {
   return s;
 }
 
-int arbor__group_spreads(pnode *dead, pnode *member) {
+int arbor__strategy_spreads(pnode *dead, pnode *member) {
   switch (strategy_of(dead)) {
   case GS_ONE_FOR_ONE:
     return 0;
@@ -74,14 +74,14 @@ pnode *arbor_engine_waits_for(pnode *pn) {
   return p;
 }
 
-int arbor__group_hold(arbor_engine *e, pnode *pn) {
+int arbor__strategy_hold(arbor_engine *e, pnode *pn) {
   (void)e;
   if (!arbor_engine_waits_for(pn)) return 0;
   pn->n.flags |= ARBOR_F_PENDING; /* parked: released by its predecessor */
   return 1;
 }
 
-void arbor__group_release(arbor_engine *e, pnode *pn) {
+void arbor__strategy_release(arbor_engine *e, pnode *pn) {
   pnode *s = next_member(pn);
   if (!s || e->closing) return;
   arbor_node *n = &s->n;
@@ -103,7 +103,7 @@ static int all_significant_done(pnode *parent) {
   return 1;
 }
 
-void arbor__significant_done(arbor_engine *e, pnode *pn) {
+void arbor__strategy_significant_done(arbor_engine *e, pnode *pn) {
   pnode *p = (pnode *)pn->n.parent;
   if (!p || !(pn->gflags & GF_SIGNIFICANT) || e->closing) return;
   int mode = (p->gflags & GF_AUTO) >> 4;
@@ -125,7 +125,7 @@ void arbor__significant_done(arbor_engine *e, pnode *pn) {
   arbor_engine_cancel(e, p);
 }
 
-arbor_state arbor__auto_exit(pnode *pn, arbor_state s) {
+arbor_state arbor__strategy_auto_exit(pnode *pn, arbor_state s) {
   if (!(pn->pflags & PN_AUTODONE) || s != ARBOR_CANCELED) return s;
   pn->n.flags |= ARBOR_F_HELD; /* ended for good: not restarted */
   return ARBOR_DONE;

@@ -11,12 +11,12 @@
 /* ---- reports to the parent's coordinator ---------------------------- */
 
 /* The coordinator pn reports to, or NULL. */
-arbor_coord *arbor__lc_parent_coord(const pnode *pn) {
+arbor_coord *arbor__tr_parent_coord(const pnode *pn) {
   const pnode *p = (const pnode *)pn->n.parent;
   return p && !(pn->n.flags & ARBOR_F_DETACHED) ? p->coord : NULL;
 }
 
-void arbor__lc_queue(arbor_engine *e, pnode *p) {
+void arbor__tr_queue(arbor_engine *e, pnode *p) {
   if (p->pflags & PN_LC_QUEUED) return;
   p->pflags |= PN_LC_QUEUED;
   p->lc_next = NULL;
@@ -26,25 +26,25 @@ void arbor__lc_queue(arbor_engine *e, pnode *p) {
   else
     e->lc_head = p;
   e->lc_tail = p;
-  arbor__need_drain(e);
+  arbor__clock_need_drain(e);
 }
 
-void arbor__lc_report(arbor_engine *e, pnode *child, arbor_co_child_event ev) {
-  arbor_coord *co = arbor__lc_parent_coord(child);
+void arbor__tr_report(arbor_engine *e, pnode *child, arbor_co_child_event ev) {
+  arbor_coord *co = arbor__tr_parent_coord(child);
   if (!co) return;
   e->lc_changes++;
   if (arbor_coord_child(co, child->co_slot, ev) & ARBOR_CO_FINISHED)
     child->n.flags |= ARBOR_F_RETIRED; /* L5 */
-  if (arbor_coord_dirty(co)) arbor__lc_queue(e, (pnode *)child->n.parent);
+  if (arbor_coord_dirty(co)) arbor__tr_queue(e, (pnode *)child->n.parent);
 }
 
-void arbor__lc_parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev) {
+void arbor__tr_parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev) {
   if (!pn->coord) return;
   arbor_coord_parent(pn->coord, ev);
-  if (arbor_coord_dirty(pn->coord)) arbor__lc_queue(e, pn);
+  if (arbor_coord_dirty(pn->coord)) arbor__tr_queue(e, pn);
 }
 
-void arbor__lc_restarted(arbor_engine *e, pnode *pn) {
+void arbor__tr_restarted(arbor_engine *e, pnode *pn) {
   arbor_coord *co = pn->coord;
   if (!co) return;
   arbor_gate_state s = arbor_coord_state(co);
@@ -57,22 +57,22 @@ void arbor__lc_restarted(arbor_engine *e, pnode *pn) {
   pn->coord = NULL;
 }
 
-int arbor__lc_exempt(const arbor_node *n, void *ud) {
+int arbor__tr_exempt(const arbor_node *n, void *ud) {
   (void)ud;
   const pnode *pn = (const pnode *)n;
-  arbor_coord *co = arbor__lc_parent_coord(pn);
+  arbor_coord *co = arbor__tr_parent_coord(pn);
   return co && arbor_coord_exempt(co, pn->co_slot);
 }
 
 /* pn's first step ended: its children may start. */
-void arbor__lc_stepped(arbor_engine *e, pnode *pn) {
+void arbor__tr_stepped_children(arbor_engine *e, pnode *pn) {
   if (pn->coord)
-    arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STEPPED);
+    arbor__tr_parent(e, pn, ARBOR_CO_PARENT_STEPPED);
   else if (pn->n.first)
-    arbor__lc_queue(e, pn);
+    arbor__tr_queue(e, pn);
 }
 
-void arbor__lc_free(pnode *pn) {
+void arbor__tr_free_coord(pnode *pn) {
   arbor_coord_free(pn->coord);
   pn->coord = NULL;
 }
@@ -110,22 +110,22 @@ static int coordinated(const pnode *pn) {
 static void report(arbor_engine *e, pnode *pn) {
   arbor_node *n = &pn->n;
   if (coordinated(pn))
-    arbor__lc_report(e, pn, arbor_node_running(n)
+    arbor__tr_report(e, pn, arbor_node_running(n)
                                 ? running_event((arbor_state)n->state)
                                 : exit_event(n));
   if (pn->coord && arbor_node_canceled(n))
-    arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+    arbor__tr_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
 }
 
-void arbor__started(arbor_engine *e, pnode *pn, arbor_state from) {
+void arbor__tr_started(arbor_engine *e, pnode *pn, arbor_state from) {
   arbor_tree_start(&pn->n);
-  if (pn->coord) arbor__lc_restarted(e, pn);
+  if (pn->coord) arbor__tr_restarted(e, pn);
   arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
               pn->n.incarnation > 1 ? e->r_restart : e->r_start);
-  if (coordinated(pn)) arbor__lc_report(e, pn, ARBOR_CO_STARTED);
+  if (coordinated(pn)) arbor__tr_report(e, pn, ARBOR_CO_STARTED);
 }
 
-void arbor__set_state(arbor_engine *e, pnode *pn, arbor_state to,
+void arbor__tr_set_state(arbor_engine *e, pnode *pn, arbor_state to,
                       arbor_str *reason) {
   arbor_state from = arbor_tree_set_state(&pn->n, to);
   if (from == to) return;
@@ -138,7 +138,7 @@ void arbor__set_state(arbor_engine *e, pnode *pn, arbor_state to,
     report(e, pn);
 }
 
-void arbor__exited(arbor_engine *e, pnode *pn, arbor_state s,
+void arbor__tr_exited(arbor_engine *e, pnode *pn, arbor_state s,
                    arbor_str *reason) {
   arbor_state from = arbor_tree_exit(&pn->n, s);
   if (from != (arbor_state)pn->n.state)
@@ -146,13 +146,13 @@ void arbor__exited(arbor_engine *e, pnode *pn, arbor_state s,
   report(e, pn);
 }
 
-void arbor__held(arbor_engine *e, pnode *pn) {
+void arbor__tr_held(arbor_engine *e, pnode *pn) {
   if (!arbor_node_running(&pn->n)) report(e, pn);
 }
 
-void arbor__stepped(arbor_engine *e, pnode *pn) {
+void arbor__tr_stepped(arbor_engine *e, pnode *pn) {
   pn->pflags |= PN_STEPPED;
-  arbor__lc_stepped(e, pn);
+  arbor__tr_stepped_children(e, pn);
 }
 
 /* The tree tells of each context it cancels. */
@@ -162,17 +162,17 @@ static void canceled(arbor_node *n, arbor_state from, void *ud) {
   if (from != (arbor_state)n->state) { /* a pending start dropped */
     if (!arbor_node_running(n)) arbor_timers_disarm(&e->timers, &pn->wake);
     arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, NULL);
-    if (coordinated(pn)) arbor__lc_report(e, pn, exit_event(n));
+    if (coordinated(pn)) arbor__tr_report(e, pn, exit_event(n));
   }
-  if (pn->coord) arbor__lc_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+  if (pn->coord) arbor__tr_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
 }
 
-void arbor__cancel(arbor_engine *e, pnode *pn) {
-  arbor_tree_cancel(&pn->n, arbor__lc_exempt, canceled, e);
+void arbor__tr_cancel(arbor_engine *e, pnode *pn) {
+  arbor_tree_cancel(&pn->n, arbor__tr_exempt, canceled, e);
 }
 
-void arbor__discarded(arbor_engine *e, pnode *pn) {
+void arbor__tr_discarded(arbor_engine *e, pnode *pn) {
   pnode *p = (pnode *)pn->n.parent;
   if (p && p->coord) arbor_coord_child(p->coord, pn->co_slot, ARBOR_CO_DISCARDED);
-  arbor__lc_free(pn);
+  arbor__tr_free_coord(pn);
 }

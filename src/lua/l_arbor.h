@@ -78,6 +78,7 @@ void arbor_open_slice(lua_State *L);
 void arbor_open_exec(lua_State *L);
 void arbor_open_window(lua_State *L);
 void arbor_open_coroutine(lua_State *L);
+void arbor_open_sdnotify(lua_State *L);
 void arbor_open_defer(lua_State *L); /* on the ctx methods table on top */
 
 int luaopen_arbor_core(lua_State *L);

@@ -81,6 +81,7 @@ int luaopen_arbor_core(lua_State *L) {
   arbor_preload_luv(L);
   arbor_open_window(L);
   arbor_open_coroutine(L);
+  arbor_open_sdnotify(L);
   luaL_getmetatable(L, ARBOR_CTX_MT);
   lua_getfield(L, -1, "methods");
   arbor_open_defer(L);

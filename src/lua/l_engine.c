@@ -276,7 +276,7 @@ static int l_subscribe(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   lua_settop(L, 2);
   int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  uint64_t id = arbor__subscribe(e, ref);
+  uint64_t id = arbor__deliver_subscribe(e, ref);
   if (!id) {
     luaL_unref(L, LUA_REGISTRYINDEX, ref);
     return luaL_error(L, "subscribe: out of memory");
@@ -289,7 +289,7 @@ static int l_subscribe(lua_State *L) {
 static int l_unsubscribe(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   lua_Integer id = luaL_checkinteger(L, 2);
-  if (id >= 1) arbor__unsubscribe(e, (uint64_t)id);
+  if (id >= 1) arbor__deliver_unsubscribe(e, (uint64_t)id);
   return 0;
 }
 

@@ -66,13 +66,13 @@ op("status", function(S, cid, rid, req)
   local data = {version = S.arbor.version, pid = core.getpid(), script = S.script,
     socket = S.path, uptime = e:now() - S.started, nodes = st.nodes, running = st.live,
     restarts = st.restarts, root = root and root.state, clients = S.info().clients,
-    evaluations = S.evaluations()}
+    evaluations = S.evaluations(), stop_bound = core.stop_bound(e)}
   if req.json then return S.finish(cid, rid, {data = data}) end
   S.finish(cid, rid, {text = string.format(
-    "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\n%d client(s) connected, %d evaluation(s) running",
+    "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\nstop bound %gs (the longest an ordered stop may take)\n%d client(s) connected, %d evaluation(s) running",
     data.version, data.pid, tostring(data.script), S.path, render.duration(data.uptime),
-    data.nodes, data.running, data.restarts, tostring(data.root), data.clients,
-    data.evaluations)})
+    data.nodes, data.running, data.restarts, tostring(data.root), data.stop_bound,
+    data.clients, data.evaluations)})
 end)
 
 op("tree", function(S, cid, rid, req)

@@ -1,6 +1,6 @@
-/* test_events.c: the bounded event ring (src/events.c, T14) and the
+/* test_ring.c: the bounded event ring (src/core/ring.c, T14) and the
  * reference-counted strings it holds (src/str.c). */
-#include "core/events.h"
+#include "core/ring.h"
 #include "test.h"
 
 /* Cancels n with nothing exempt and no visitor. */

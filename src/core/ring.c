@@ -1,5 +1,5 @@
-/* events.c: the event ring. */
-#include "core/events.h"
+/* ring.c: the event ring. */
+#include "core/ring.h"
 
 #include <stdio.h>
 #include <stdlib.h>

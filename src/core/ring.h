@@ -1,4 +1,4 @@
-/* events.h: the bounded ring of events (T14). Pure C.
+/* ring.h: the bounded ring of events (T14). Pure C.
  *
  * An event holds a reference on its node (so the DN can be formed when the
  * event is read, even after the node was discarded) and on its reason
@@ -6,8 +6,8 @@
  * longer than ARBOR_REASON_MAX, which is kept as a cut copy. The ring is
  * bounded in events and in the bytes of the reasons it holds.
  */
-#ifndef ARBOR_EVENTS_H
-#define ARBOR_EVENTS_H
+#ifndef ARBOR_RING_H
+#define ARBOR_RING_H
 
 #include <stddef.h>
 #include <stdint.h>
