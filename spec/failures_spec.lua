@@ -208,6 +208,28 @@ describe("runtime failures", function()
     end)
   end)
 
+  describe("of the service manager's socket", function()
+    -- arbor.notify's values in a fresh lua5.4 started with NOTIFY_SOCKET
+    -- (read once, then removed from the environment), one a line.
+    local function notify_with(socket)
+      local chunk = string.format("package.path = %q package.cpath = %q "
+        .. "local t = table.pack(require('arbor').notify('X=1')) "
+        .. "for i = 1, t.n do print(t[i]) end", package.path, package.cpath)
+      local out = e2e.capture("NOTIFY_SOCKET=" .. e2e.q(socket) .. " lua5.4 -e "
+        .. e2e.q(chunk) .. " 2>&1")
+      local t = {}
+      for l in out:gmatch("[^\n]+") do t[#t + 1] = l end
+      return t
+    end
+
+    it("arbor.notify to a manager that is not there", function()
+      assert.same({"nil", "ENOENT: no such file or directory: NOTIFY_SOCKET", "ENOENT"},
+        notify_with("/nonexistent/notify.sock"))
+      assert.same({"nil", "EAFNOSUPPORT: address family not supported: NOTIFY_SOCKET",
+        "EAFNOSUPPORT"}, notify_with("relative/notify.sock"))
+    end)
+  end)
+
   describe("of Lua-side lookups", function()
     after_each(support.close_all)
 

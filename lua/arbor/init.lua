@@ -172,7 +172,7 @@ end
 
 --- arbor.notify(text): sends text (KEY=VALUE lines, sd_notify(3)) to the
 -- service manager that started arbor ($NOTIFY_SOCKET): true when sent, false
--- when there is none, nil and a message when sending failed.
+-- when there is none, nil, "ENAME: message", "ENAME" when sending failed.
 M.notify = core.sd_notify
 
 --- Stops the running tree in order (T12); arbor.run then returns.

@@ -3,7 +3,6 @@
  * arbor.notify, core.stop_bound(e) for `arbor ctl status`.
  */
 #include <lauxlib.h>
-#include <string.h>
 
 #include "engine/sdnotify.h"
 #include "lua/l_arbor.h"
@@ -41,16 +40,14 @@ static int l_notifier_close(lua_State *L) {
 }
 
 /* core.sd_notify(text): sends text (KEY=VALUE lines) to the service
-   manager; true when sent, false when arbor has no NOTIFY_SOCKET, nil and
-   a message when sending failed. [-0, +1..2, -] */
+   manager; true when sent, false when arbor has no NOTIFY_SOCKET, nil,
+   "ENAME: message", "ENAME" when sending failed. [-0, +1|3, m] */
 static int l_sd_notify(lua_State *L) {
   size_t len;
   const char *text = luaL_checklstring(L, 1, &len);
   int r = arbor_sd_send(text, len);
   if (r >= 0) return lua_pushboolean(L, r), 1;
-  luaL_pushfail(L);
-  lua_pushfstring(L, "NOTIFY_SOCKET: %s", strerror(-r));
-  return 2;
+  return arbor_push_errno(L, r, "NOTIFY_SOCKET");
 }
 
 /* core.stop_bound(e): the seconds the ordered stop of e's tree may take
