@@ -55,6 +55,12 @@ struct arbor_node {
   uint8_t state;             /* arbor_state */
   uint8_t flags;             /* arbor_flags */
   uint8_t namelen;
+  /* the owner's, never read by the tree (they fill what would be padding):
+     a tag for what kind of node it is (the engine: its lifecycle) and its
+     slot in a table the owner keeps per parent (the engine: its entry in
+     the parent's lifecycle coordinator) */
+  uint8_t tag;
+  uint32_t slot;
   char *name;                /* NUL-terminated, stored after the node */
 };
 

@@ -13,17 +13,18 @@ static const char *const lc_names[] = {"main", "prestart", "poststart",
 const char *arbor_lc_name(unsigned lc) { return lc_names[lc & ARBOR_LC_KIND]; }
 
 static arbor_gate gate_of(const pnode *pn) {
-  return arbor_gate_of(pn->lc & ARBOR_LC_KIND, (pn->lc & ARBOR_LC_SIDECAR) != 0);
+  return arbor_gate_of(pn_lc(pn) & ARBOR_LC_KIND, (pn_lc(pn) & ARBOR_LC_SIDECAR) != 0);
 }
 
 void arbor__lc_clear(arbor_engine *e) {
-  while (e->lc_head) {
-    pnode *p = e->lc_head;
-    e->lc_head = p->lc_next;
-    p->pflags &= (uint16_t)~PN_LC_QUEUED;
-    arbor_node_unref(&p->n);
+  for (size_t i = 0; i < e->lc_len; i++) {
+    e->lc_queue[i]->pflags &= (uint16_t)~PN_LC_QUEUED;
+    arbor_node_unref(&e->lc_queue[i]->n);
   }
-  e->lc_tail = NULL;
+  e->lc_len = 0;
+  free(e->lc_queue);
+  e->lc_queue = NULL;
+  e->lc_cap = 0;
 }
 
 /* ---- performing the answers ----------------------------------------- */
@@ -111,10 +112,9 @@ static void start_waiting(arbor_engine *e, pnode *p) {
 }
 
 void arbor__lc_run(arbor_engine *e) {
-  while (e->lc_head) {
-    pnode *p = e->lc_head;
-    e->lc_head = p->lc_next;
-    if (!e->lc_head) e->lc_tail = NULL;
+  /* in order; what answering queues is answered in this pass */
+  for (size_t i = 0; i < e->lc_len; i++) {
+    pnode *p = e->lc_queue[i];
     p->pflags &= (uint16_t)~PN_LC_QUEUED;
     if (!p->coord)
       start_waiting(e, p);
@@ -122,6 +122,7 @@ void arbor__lc_run(arbor_engine *e) {
       answer(e, p, 0);
     arbor_node_unref(&p->n); /* may free p */
   }
+  e->lc_len = 0;
 }
 
 /* ---- children ------------------------------------------------------- */
@@ -155,7 +156,7 @@ static arbor_coord *coord_for(pnode *parent, const pnode *fresh) {
   for (arbor_node *n = parent->n.first; n; n = n->next)
     if ((const pnode *)n != fresh &&
         arbor_coord_add(co, n, ARBOR_GATE_MAIN, phase_now(n),
-                        &((pnode *)n)->co_slot) < 0)
+                        &n->slot) < 0)
       arbor_oom();
   /* counted as they are, the machine may leave init at the next add */
   if (parent->pflags & PN_STEPPED)
@@ -176,11 +177,11 @@ const char *arbor_lc_check_add(arbor_engine *e, pnode *parent, unsigned lc) {
 
 void arbor_lc_register(arbor_engine *e, pnode *child) {
   pnode *parent = (pnode *)child->n.parent;
-  if (!parent->coord && child->lc == ARBOR_LC_MAIN) return;
+  if (!parent->coord && pn_lc(child) == ARBOR_LC_MAIN) return;
   arbor_coord *co = coord_for(parent, child);
   arbor_gate_state before = arbor_coord_state(co);
   if (arbor_coord_add(co, child, gate_of(child), phase_now(&child->n),
-                      &child->co_slot) < 0)
+                      &child->n.slot) < 0)
     arbor_oom();
   /* the first child after the first step leaves init at once; a child
      added while winding down is answered at the drain */
@@ -193,7 +194,7 @@ void arbor_lc_register(arbor_engine *e, pnode *child) {
 int arbor_lc_admit(pnode *child) {
   const pnode *parent = (const pnode *)child->n.parent;
   if (!parent->coord) return (parent->pflags & PN_STEPPED) != 0;
-  return !arbor_coord_blocked(parent->coord, child->co_slot);
+  return !arbor_coord_blocked(parent->coord, pn_slot(child));
 }
 
 
@@ -207,13 +208,13 @@ int arbor_lc_gated(const pnode *pn) {
 
 int arbor_lc_blocked(const pnode *pn) {
   arbor_coord *co = arbor__tr_parent_coord(pn);
-  return co && arbor_coord_blocked(co, pn->co_slot) &&
+  return co && arbor_coord_blocked(co, pn_slot(pn)) &&
          (pn->n.flags & ARBOR_F_PENDING) && !arbor_node_running(&pn->n);
 }
 
 int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn) {
   arbor_coord *co = arbor__tr_parent_coord(pn);
-  if (!co || arbor_coord_may_start(co, pn->co_slot)) return 0;
+  if (!co || arbor_coord_may_start(co, pn_slot(pn))) return 0;
   arbor_node *n = &pn->n;
   arbor_timers_disarm(&e->timers, &pn->wake);
   n->flags |= ARBOR_F_PENDING;
@@ -238,7 +239,7 @@ int arbor__lc_poststop_first(arbor_engine *e, pnode *pn) {
 
 void arbor__lc_poststop_ended(arbor_engine *e, pnode *pn) {
   arbor_node *n = &pn->n;
-  if ((pn->lc & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP && n->parent &&
+  if ((pn_lc(pn) & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP && n->parent &&
       !(n->flags & (ARBOR_F_DETACHED | ARBOR_F_PENDING)) &&
       !arbor_node_running(n) && !arbor_node_canceled(n) &&
       arbor_node_canceled(n->parent))

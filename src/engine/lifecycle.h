@@ -25,7 +25,7 @@
    parent of plain children gets its coordinator here, at the first child
    that needs one: it starts from what its children do now. */
 const char *arbor_lc_check_add(arbor_engine *e, pnode *parent, unsigned lc);
-/* Counts a new child (its pn->lc set, the last of its parent's) in its
+/* Counts a new child (its pn_lc set, the last of its parent's) in its
    parent's coordinator, made now when it is the first that needs one. */
 void arbor_lc_register(arbor_engine *e, pnode *child);
 /* 1 when the new child may start now; 0 when it waits behind its closed

@@ -62,7 +62,7 @@ static void fire_due(arbor_engine *e) {
 }
 
 int arbor_engine_finished(arbor_engine *e) {
-  return e->tree.root->live == 0 && !e->ready_head && !e->lc_head &&
+  return e->tree.root->live == 0 && !e->ready_head && !e->lc_len &&
          !arbor_timers_peek(&e->timers);
 }
 
@@ -186,7 +186,7 @@ int arbor_engine_settle(arbor_engine *e) {
       arbor_watchdog_idle();
       return -1;
     }
-  } while (e->ready_head || e->lc_head ||
+  } while (e->ready_head || e->lc_len ||
            (arbor_timers_peek(&e->timers) &&
             arbor_timers_peek(&e->timers)->due <= arbor__step_time(e)));
   arbor_watchdog_idle();

@@ -256,7 +256,7 @@ void arbor__pr_after_exit(arbor_engine *e, pnode *pn) {
   arbor_node_ref(a = &pn->n); /* a decision may discard pn */
   arbor_node *cand = arbor_gc_candidate(a);
   if (cand) arbor__decide(e, (pnode *)cand);
-  if ((pn->lc & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP)
+  if ((pn_lc(pn) & ARBOR_LC_KIND) == ARBOR_LC_POSTSTOP)
     arbor__lc_poststop_ended(e, pn);
   arbor_node_unref(a);
 }

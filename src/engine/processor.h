@@ -95,6 +95,11 @@ typedef struct pnode_stop {
   struct pnode *cursor;       /* child being stopped (PN_STOPPING) */
 } pnode_stop;
 
+/* A node's lifecycle (ARBOR_LC_* of core/gate.h) and its slot in its
+   parent's coordinator live in the tree node's owner fields. */
+#define pn_lc(pn) ((pn)->n.tag)
+#define pn_slot(pn) ((pn)->n.slot)
+
 typedef struct pnode {
   arbor_node n; /* first: the tree allocates pnodes */
   lua_State *co;       /* the incarnation's coroutine, NULL when exited */
@@ -106,7 +111,6 @@ typedef struct pnode {
   pnode_stop *stop;    /* NULL until first stopped */
   struct arbor_coord *coord; /* lifecycle coordinator of its children, made
                                 at the first child that needs one */
-  struct pnode *lc_next;     /* in the engine's queue of coordinators */
   arbor_str *error, *trace;
   double healthy_at;   /* engine time the incarnation became HEALTHY, or -1 */
   pnode_hist *failures; /* failure history, lazily allocated */
@@ -127,8 +131,6 @@ typedef struct pnode {
   uint8_t nfail, fail_start;
   uint8_t gflags;      /* GF_*: group strategy, significant, auto_shutdown */
   uint8_t decision;    /* DECISION_* of the last policy decision */
-  uint8_t lc;          /* its lifecycle (ARBOR_LC_* of core/gate.h) */
-  uint32_t co_slot;    /* its slot in the parent's coordinator, if any */
 } pnode;
 
 /* The outbox's capacity unless the engine's `outbox` option says. */
@@ -207,7 +209,9 @@ struct arbor_engine {
   int ctx_mt_ref;         /* the ctx metatable (engine/ctx.c) */
   const void *ctx_mt;     /* and its address */
   /* lifecycle coordinators to evaluate (lifecycle.c), and counters */
-  struct pnode *lc_head, *lc_tail;
+  struct pnode **lc_queue; /* parents whose coordinator (or first step)
+                              waits for the drain; each referenced */
+  size_t lc_len, lc_cap;
   uint64_t lc_evals, lc_moves, lc_changes;
 };
 

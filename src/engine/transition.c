@@ -5,6 +5,7 @@
  * parent has one (lifecycle.c). Nothing else in the engine sets a node's
  * state, starts or ends an incarnation, or cancels a context.
  */
+#include "core/mem.h"
 #include "engine/internal.h"
 #include "engine/lifecycle.h"
 
@@ -19,13 +20,12 @@ arbor_coord *arbor__tr_parent_coord(const pnode *pn) {
 void arbor__tr_queue(arbor_engine *e, pnode *p) {
   if (p->pflags & PN_LC_QUEUED) return;
   p->pflags |= PN_LC_QUEUED;
-  p->lc_next = NULL;
+  if (e->lc_len == e->lc_cap) {
+    e->lc_cap = e->lc_cap ? 2 * e->lc_cap : 16;
+    e->lc_queue = arbor_xrealloc(e->lc_queue, e->lc_cap * sizeof *e->lc_queue);
+  }
+  e->lc_queue[e->lc_len++] = p;
   arbor_node_ref(&p->n);
-  if (e->lc_tail)
-    e->lc_tail->lc_next = p;
-  else
-    e->lc_head = p;
-  e->lc_tail = p;
   arbor__clock_need_drain(e);
 }
 
@@ -33,7 +33,7 @@ void arbor__tr_report(arbor_engine *e, pnode *child, arbor_co_child_event ev) {
   arbor_coord *co = arbor__tr_parent_coord(child);
   if (!co) return;
   e->lc_changes++;
-  if (arbor_coord_child(co, child->co_slot, ev) & ARBOR_CO_FINISHED)
+  if (arbor_coord_child(co, pn_slot(child), ev) & ARBOR_CO_FINISHED)
     child->n.flags |= ARBOR_F_RETIRED; /* L5 */
   if (arbor_coord_dirty(co)) arbor__tr_queue(e, (pnode *)child->n.parent);
 }
@@ -61,7 +61,7 @@ int arbor__tr_exempt(const arbor_node *n, void *ud) {
   (void)ud;
   const pnode *pn = (const pnode *)n;
   arbor_coord *co = arbor__tr_parent_coord(pn);
-  return co && arbor_coord_exempt(co, pn->co_slot);
+  return co && arbor_coord_exempt(co, pn_slot(pn));
 }
 
 /* pn's first step ended: its children may start. */
@@ -173,6 +173,6 @@ void arbor__tr_cancel(arbor_engine *e, pnode *pn) {
 
 void arbor__tr_discarded(arbor_engine *e, pnode *pn) {
   pnode *p = (pnode *)pn->n.parent;
-  if (p && p->coord) arbor_coord_child(p->coord, pn->co_slot, ARBOR_CO_DISCARDED);
+  if (p && p->coord) arbor_coord_child(p->coord, pn_slot(pn), ARBOR_CO_DISCARDED);
   arbor__tr_free_coord(pn);
 }

@@ -285,7 +285,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
   c->shutdown = o->shutdown;
   c->gflags = (uint8_t)o->gflags;
-  c->lc = (uint8_t)o->lc;
+  pn_lc(c) = (uint8_t)o->lc;
   arbor_lc_register(e, c);
   return c;
 }

@@ -143,8 +143,8 @@ field(view *v, pnode *pn, int f, value *out) {
     if (!pn->error) break;
     return set_str(out, pn->error->s, pn->error->len);
   case F_BLOCKED: return set_bool(out, arbor_lc_blocked(pn));
-  case F_LIFECYCLE: s = arbor_lc_name(pn->lc); break;
-  case F_SIDECAR: return set_bool(out, pn->lc & ARBOR_LC_SIDECAR);
+  case F_LIFECYCLE: s = arbor_lc_name(pn_lc(pn)); break;
+  case F_SIDECAR: return set_bool(out, pn_lc(pn) & ARBOR_LC_SIDECAR);
   case F_COORDINATOR: s = arbor_lc_state(pn); break;
   case F_GATED:
     if (!arbor_lc_state(pn)) break;
