@@ -6,24 +6,7 @@ local policy = require "arbor.policy"
 
 local GUARD = 20 -- seconds: a condition that takes longer is a failure
 
--- Runs body(ctx) as node root.t of a real tree; other nodes may be added
--- under root with ctx:run from the body via `root`. Errors (assertions)
--- raised by the body are raised here.
-local function scenario(body)
-  local ok, err
-  local run_ok, reason = arbor.run(function(root)
-    root:run("t", function(c)
-      c:signal("healthy")
-      ok, err = pcall(body, c, root)
-      arbor.stop()
-      c:wait()
-    end, {policy = policy.never})
-    root:signal("healthy")
-    root:wait()
-  end, {signals = false, runaway = 5})
-  if not ok then error(err, 0) end
-  return run_ok, reason
-end
+local scenario = require("support").scenario
 
 -- Polls pred every 10 ms until it holds; false after GUARD seconds.
 local function within(ctx, pred, seconds)

@@ -21,21 +21,7 @@ local function failed(ename, msg, t)
   assert.same({n = 3, nil, ename .. ": " .. msg, ename}, t)
 end
 
--- Runs body(ctx, root) in node root.t of a real tree; raises its errors.
-local function scenario(body)
-  local ok, err
-  arbor.run(function(root)
-    root:run("t", function(c)
-      c:signal("healthy")
-      ok, err = pcall(body, c, root)
-      arbor.stop()
-      c:wait()
-    end, {policy = policy.never})
-    root:signal("healthy")
-    root:wait()
-  end, {signals = false, runaway = 5})
-  if not ok then error(err, 0) end
-end
+local scenario = require("support").scenario
 
 -- Blocks ctx until pred() holds (a failure guard of 20 s).
 local function within(ctx, pred)

@@ -81,4 +81,24 @@ function M.isolated(src, status)
   return out
 end
 
+-- Runs body(ctx, root) in node root.t of a real tree (arbor.run, the
+-- real clock) and returns what arbor.run returned; errors (assertions)
+-- raised by the body are raised here.
+function M.scenario(body)
+  local arbor = require "arbor"
+  local ok, err
+  local run_ok, reason = arbor.run(function(root)
+    root:run("t", function(c)
+      c:signal("healthy")
+      ok, err = pcall(body, c, root)
+      arbor.stop()
+      c:wait()
+    end, {policy = arbor.policy.never})
+    root:signal("healthy")
+    root:wait()
+  end, {signals = false, runaway = 5})
+  if not ok then error(err, 0) end
+  return run_ok, reason
+end
+
 return M

@@ -200,6 +200,19 @@ static int run_client(lua_State *L, const char *which, int argc, char **argv) {
   return (int)lua_tointeger(L, -1);
 }
 
+/* A Lua state with the standard libraries and arbor's paths, or NULL
+   (said on stderr). */
+static lua_State *new_state(void) {
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    fputs("arbor: cannot create the Lua state\n", stderr);
+    return NULL;
+  }
+  luaL_openlibs(L);
+  set_paths(L);
+  return L;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(usage, stderr);
@@ -220,13 +233,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (strcmp(argv[1], "repl") == 0 || strcmp(argv[1], "ctl") == 0) {
-    lua_State *L = luaL_newstate();
-    if (!L) {
-      fputs("arbor: cannot create the Lua state\n", stderr);
-      return 2;
-    }
-    luaL_openlibs(L);
-    set_paths(L);
+    lua_State *L = new_state();
+    if (!L) return 2;
     int status = run_client(L, argv[1], argc - 2, argv + 2);
     lua_close(L);
     return status;
@@ -265,13 +273,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "arbor: run: missing SCRIPT\n%s", usage);
     return 2;
   }
-  lua_State *L = luaL_newstate();
-  if (!L) {
-    fputs("arbor: cannot create the Lua state\n", stderr);
-    return 2;
-  }
-  luaL_openlibs(L);
-  set_paths(L);
+  lua_State *L = new_state();
+  if (!L) return 2;
   if (init && arbor_reaper_start(arbor_home_loop(L)) < 0)
     fputs("arbor: --init: cannot become a subreaper\n", stderr);
   int status =
