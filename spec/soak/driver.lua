@@ -132,8 +132,9 @@ end
 -- descriptor (issue 13, defect 3): "comm fd target" strings. `mine` is the
 -- set of what arbor's descriptors point to. Left out: /dev/null (programs
 -- open it themselves), the copies of stdout and stderr a shell keeps while
--- it redirects, and children still running arbor's code (the guard, a
--- process between vfork and exec).
+-- it redirects (the same pipe at another fd, or at fd 10 and above while
+-- fd 1 or 2 points elsewhere), and children still running arbor's code
+-- (the guard, a process between vfork and exec).
 local arbor_exe = uv.fs_readlink("/proc/" .. pid .. "/exe")
 local fd_checks, fd_leaks, leaked = 0, 0, {}
 
@@ -148,13 +149,21 @@ local function check_child_fds(child, mine)
   if nfd then allowed[nfd] = true end
   local out = uv.fs_readlink(base .. "/fd/1")
   local err = uv.fs_readlink(base .. "/fd/2")
+  -- a shell running `cmd > file`, `cmd >&2` or `echo >&$ARBOR_NOTIFY_FD`
+  -- keeps its own stdout or stderr at fd 10 or above meanwhile: while its
+  -- fd 1 or 2 points elsewhere than a pipe of its own, such a copy is its
+  -- own pipe, not one of arbor's leaking (a leak stays, and a later look
+  -- finds it)
+  local notify = nfd and uv.fs_readlink(base .. "/fd/" .. nfd)
+  local function own_pipe(t) return t and t:match("^pipe:") and t ~= notify end
+  local redirecting = not own_pipe(out) or not own_pipe(err) or out == err
   fd_checks = fd_checks + 1
   while true do
     local fd = uv.fs_scandir_next(h)
     if not fd then break end
     local target = uv.fs_readlink(base .. "/fd/" .. fd)
     if target and mine[target] and not allowed[fd] and target ~= out and target ~= err
-        and target ~= "/dev/null" then
+        and target ~= "/dev/null" and not (redirecting and tonumber(fd) >= 10) then
       fd_leaks = fd_leaks + 1
       local comm = (read(base .. "/comm") or "?"):gsub("%s+$", "")
       local what = comm .. " fd " .. fd .. " " .. target
