@@ -9,7 +9,7 @@
  *
  * The five call points between the engine and a coordinator:
  *   1. adding a child            arbor_lc_register     (l_ctx.c)
- *   2. a change in a node's life arbor__tr_report/parent (transition.c)
+ *   2. a change in a node's life the funnel       (transition.c)
  *   3. the drain                 arbor__lc_run         (processor.c)
  *   4. the ordered stop          arbor__lc_poststop_first (processor.c)
  *   5. starting a child          arbor__lc_hold_at_gate (processor.c)
@@ -43,17 +43,9 @@ const char *arbor_lc_name(unsigned lc);
 arbor_coord *arbor__tr_parent_coord(const pnode *pn);
 /* Queues p's coordinator to be answered at the drain (transition.c). */
 void arbor__tr_queue(arbor_engine *e, pnode *p);
-/* The funnel's reports (transition.c): what happened to child, and to the
-   parent pn. Nothing happens without a coordinator. */
+/* Reports what happened to child to its parent's coordinator, if any
+   (transition.c). */
 void arbor__tr_report(arbor_engine *e, pnode *child, arbor_co_child_event ev);
-void arbor__tr_parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev);
-/* pn's first step ended: its children may start. */
-void arbor__tr_stepped_children(arbor_engine *e, pnode *pn);
-/* pn starts a new incarnation: its coordinator, if any, goes with the
-   children it had. */
-void arbor__tr_restarted(arbor_engine *e, pnode *pn);
-/* The tree's cancellation leaves these out (L3). */
-int arbor__tr_exempt(const arbor_node *n, void *ud);
 /* pn is about to start: 1 when its gate is closed, so it waits (blocked)
    instead, e.g. a restart of a child that was canceled while blocked. */
 int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn);
@@ -71,6 +63,7 @@ void arbor__lc_bound_fired(arbor_engine *e, pnode *pn);
 void arbor__lc_run(arbor_engine *e);
 /* Drops the queue (the engine closes). */
 void arbor__lc_clear(arbor_engine *e);
+/* Frees pn's coordinator (transition.c). */
 void arbor__tr_free_coord(pnode *pn);
 
 #endif

@@ -38,13 +38,13 @@ void arbor__tr_report(arbor_engine *e, pnode *child, arbor_co_child_event ev) {
   if (arbor_coord_dirty(co)) arbor__tr_queue(e, (pnode *)child->n.parent);
 }
 
-void arbor__tr_parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev) {
+static void parent(arbor_engine *e, pnode *pn, arbor_co_parent_event ev) {
   if (!pn->coord) return;
   arbor_coord_parent(pn->coord, ev);
   if (arbor_coord_dirty(pn->coord)) arbor__tr_queue(e, pn);
 }
 
-void arbor__tr_restarted(arbor_engine *e, pnode *pn) {
+static void restarted(arbor_engine *e, pnode *pn) {
   arbor_coord *co = pn->coord;
   if (!co) return;
   arbor_gate_state s = arbor_coord_state(co);
@@ -57,7 +57,7 @@ void arbor__tr_restarted(arbor_engine *e, pnode *pn) {
   pn->coord = NULL;
 }
 
-int arbor__tr_exempt(const arbor_node *n, void *ud) {
+static int exempt(const arbor_node *n, void *ud) {
   (void)ud;
   const pnode *pn = (const pnode *)n;
   arbor_coord *co = arbor__tr_parent_coord(pn);
@@ -65,9 +65,9 @@ int arbor__tr_exempt(const arbor_node *n, void *ud) {
 }
 
 /* pn's first step ended: its children may start. */
-void arbor__tr_stepped_children(arbor_engine *e, pnode *pn) {
+static void stepped_children(arbor_engine *e, pnode *pn) {
   if (pn->coord)
-    arbor__tr_parent(e, pn, ARBOR_CO_PARENT_STEPPED);
+    parent(e, pn, ARBOR_CO_PARENT_STEPPED);
   else if (pn->n.first)
     arbor__tr_queue(e, pn);
 }
@@ -114,12 +114,12 @@ static void report(arbor_engine *e, pnode *pn) {
                                 ? running_event((arbor_state)n->state)
                                 : exit_event(n));
   if (pn->coord && arbor_node_canceled(n))
-    arbor__tr_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+    parent(e, pn, ARBOR_CO_PARENT_STOPPING);
 }
 
 void arbor__tr_started(arbor_engine *e, pnode *pn, arbor_state from) {
   arbor_tree_start(&pn->n);
-  if (pn->coord) arbor__tr_restarted(e, pn);
+  if (pn->coord) restarted(e, pn);
   arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
               pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   if (coordinated(pn)) arbor__tr_report(e, pn, ARBOR_CO_STARTED);
@@ -152,7 +152,7 @@ void arbor__tr_held(arbor_engine *e, pnode *pn) {
 
 void arbor__tr_stepped(arbor_engine *e, pnode *pn) {
   pn->pflags |= PN_STEPPED;
-  arbor__tr_stepped_children(e, pn);
+  stepped_children(e, pn);
 }
 
 /* The tree tells of each context it cancels. */
@@ -164,11 +164,11 @@ static void canceled(arbor_node *n, arbor_state from, void *ud) {
     arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, NULL);
     if (coordinated(pn)) arbor__tr_report(e, pn, exit_event(n));
   }
-  if (pn->coord) arbor__tr_parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+  if (pn->coord) parent(e, pn, ARBOR_CO_PARENT_STOPPING);
 }
 
 void arbor__tr_cancel(arbor_engine *e, pnode *pn) {
-  arbor_tree_cancel(&pn->n, arbor__tr_exempt, canceled, e);
+  arbor_tree_cancel(&pn->n, exempt, canceled, e);
 }
 
 void arbor__tr_discarded(arbor_engine *e, pnode *pn) {
