@@ -550,7 +550,7 @@ describe("T14 events", function()
   end)
 
   it("delivers every event to a subscriber, even a burst larger than the ring", function()
-    -- deliver_events (src/engine/processor.c) runs after each resume and skips the
+    -- deliver_events (src/engine/drain.c) runs after each resume and skips the
     -- events that already left the ring: a ctx:group of 20 members emits 20
     -- events in one resume, and a subscriber of a ring of 10 misses 10.
     local h = new{seed = 1, ring = 10}

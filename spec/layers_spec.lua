@@ -64,22 +64,6 @@ describe("scripts/layers", function()
     assert.matches("layers: 6 files, 6 edges, 2 cycles, 0 layer violations", out, 1, true)
   end)
 
-  it("accepts the one cycle --allow-cycle names, and only that one", function()
-    object("lib", "src/engine/a.c", "int b(void); int a(void) { return b(); }")
-    object("lib", "src/engine/b.c", "int a(void); int b(void) { return a(); }")
-    local out, code = layers(" --allow-cycle src/engine/b.c,src/engine/a.c")
-    assert.equal(0, code, out)
-    assert.matches("known cycle of 2 files (allowed): src/engine/a.c src/engine/b.c",
-      out, 1, true)
-    -- a third file joins the cycle: it is no longer the known one
-    object("lib", "src/engine/c.c", "int a(void); int c(void) { return a(); }")
-    object("lib", "src/engine/b.c", "int c(void); int b(void) { return c(); }")
-    out, code = layers(" --allow-cycle src/engine/a.c,src/engine/b.c")
-    assert.equal(1, code, out)
-    assert.matches("cycle of 3 files: src/engine/a.c src/engine/b.c src/engine/c.c",
-      out, 1, true)
-  end)
-
   it("leaves out objects whose source is gone from a CMake build's tree", function()
     object("lib", "src/engine/a.c", "int b(void); int a(void) { return b(); }")
     object("lib", "src/engine/b.c", "int a(void); int b(void) { return a(); }")

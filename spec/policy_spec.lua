@@ -66,7 +66,7 @@ describe("P1 the policy's argument", function()
   end)
 
   it("keeps the 16 most recent failure times", function()
-    -- the bound is the implementation's (ARBOR_FAILURES in src/engine/processor.h);
+    -- the bound is the implementation's (ARBOR_FAILURES in src/engine/engine.h);
     -- SEMANTICS.md only says "times of recent failures"
     local last
     local h = with_child(function(c) c:sleep(1) error("x") end, function(ev)
@@ -266,7 +266,7 @@ describe("P3 faulty policies", function()
   end
 
   it("never strands a node, even when the default itself is faulty", function()
-    -- documented in src/engine/processor.c (consult): when the default fails too,
+    -- documented in src/engine/decide.c (consult): when the default fails too,
     -- the node restarts after one second
     local h = with_child(function(c) c:sleep(1) error("x") end,
       function() error("custom broke") end,

@@ -4,7 +4,7 @@
 
 #include <lua.h>
 
-#include "engine/processor.h"
+#include "engine/engine.h"
 
 #define ARBOR_CTX_MT "arbor.Context"
 

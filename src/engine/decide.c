@@ -1,6 +1,6 @@
 /* decide.c: restart decisions (T8, P1-P3): asking a node's policy (under
- * a time budget, with the default policy standing in for a faulty
- * one), acting on the decision, and escalation.
+ * a time budget, with the default policy standing in for a faulty one).
+ * The kernel (kernel.c) acts on the decision.
  */
 #include "engine/internal.h"
 
@@ -236,63 +236,17 @@ static int ask_policy(arbor_engine *e, pnode *pn, double *delay) {
   return d;
 }
 
-/* Declares pn DEAD from outside (escalation, P2): it is failed as if its
-   incarnation had died, and its own policy decides once its subtree has
-   exited. */
-static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
-  if (pn->n.state == ARBOR_DEAD) return; /* already failing */
-  arbor__pr_record_failure(e, pn);
-  arbor_str_set(&pn->error, why);
-  arbor_str_set(&pn->trace, NULL);
-  pn->n.flags |= ARBOR_F_DECLARED;
-  arbor__tr_set_state(e, pn, ARBOR_DEAD, why);
-  if (arbor_node_running(&pn->n)) pn->exited = arbor__step_time(e);
-  arbor__pr_spread_death(e, pn);
-  if (pn->n.live == 0) arbor__pr_after_exit(e, pn);
-}
-
-/* pn's subtree has exited and it wants a restart (T8): decide and act. */
-void arbor__decide(arbor_engine *e, pnode *pn) {
-  if (e->closing) return;
-  double delay = 0;
-  int d = DECIDE_RESTART;
-  if (pn->n.state == ARBOR_DEAD) {
-    d = ask_policy(e, pn, &delay);
-    arbor_str *r = d == DECIDE_STOP       ? e->r_stop
-                   : d == DECIDE_ESCALATE ? e->r_escalate
-                                          : NULL;
-    arbor__emit_delay(e, pn, ARBOR_EV_POLICY, (arbor_state)pn->n.state,
-               (arbor_state)pn->n.state, r, d == DECIDE_RESTART ? delay : -1);
-    pn->decision = d == DECIDE_STOP       ? DECISION_STOP
-                   : d == DECIDE_ESCALATE ? DECISION_ESCALATE
-                                          : DECISION_RESTART;
-  }
-  if (d == DECIDE_RESTART) {
-    arbor_gc_reset(&pn->n);
-    if (delay <= 0)
-      arbor_engine_start(e, pn);
-    else
-      arbor__clock_arm(e, &pn->wake, TIMER_RESTART, arbor__step_time(e) + delay);
-    return;
-  }
-  pn->n.flags |= ARBOR_F_HELD;
-  arbor__tr_held(e, pn);
-  arbor__strategy_release(e, pn); /* given up: no longer holds the next member */
-  pnode *parent = (pnode *)pn->n.parent;
-  if (!parent) {
-    e->gave_up = 1;
-    arbor_str_unref(e->gave_up_reason);
-    e->gave_up_reason = arbor_str_fmt(
-        "root gave up (%s): %s", d == DECIDE_STOP ? "stop" : "escalate",
-        pn->error ? pn->error->s : "");
-    return;
-  }
-  if (d == DECIDE_ESCALATE) {
-    char *dn = arbor_node_dn_dup(&pn->n);
-    arbor_str *why = arbor_str_fmt("child %s escalated: %s", dn ? dn : "?",
-                                   pn->error ? pn->error->s : "");
-    free(dn);
-    declare_dead(e, parent, why);
-    arbor_str_unref(why);
-  }
+int arbor__decide(arbor_engine *e, pnode *pn, double *delay) {
+  *delay = 0;
+  int d = ask_policy(e, pn, delay);
+  arbor_str *r = d == DECIDE_STOP       ? e->r_stop
+                 : d == DECIDE_ESCALATE ? e->r_escalate
+                                        : NULL;
+  arbor__emit_delay(e, pn, ARBOR_EV_POLICY, (arbor_state)pn->n.state,
+                    (arbor_state)pn->n.state, r,
+                    d == DECIDE_RESTART ? *delay : -1);
+  pn->decision = d == DECIDE_STOP       ? DECISION_STOP
+                 : d == DECIDE_ESCALATE ? DECISION_ESCALATE
+                                        : DECISION_RESTART;
+  return pn->decision;
 }

@@ -31,8 +31,8 @@ static void hook_detached(arbor_node *n, void *ud) {
     free(pn->stop);
     pn->stop = NULL;
   }
-  arbor__pr_unlink_ready(e, pn);
-  arbor__pr_close_coroutine(e, pn);
+  arbor__ready_unlink(e, pn);
+  arbor__ready_close_coroutine(e, pn);
   arbor_engine_unref_fn(e, pn->fn_ref);
   arbor_engine_unref_fn(e, pn->policy_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);

@@ -1,15 +1,15 @@
 /* internal.h: what the engine's own files share, sectioned by file, with
  * libuv's uv__ convention: arbor__ names are not for the bindings (their
- * interface is processor.h). After arbor__ comes the file, as Lua's luaD_
- * names ldo.c: arbor__tr_ transition.c, arbor__pr_ processor.c,
- * arbor__clock_, arbor__emit, arbor__call_, arbor__deliver_, arbor__loop_,
- * arbor__strategy_, arbor__decide, arbor__defer_, arbor__failure_,
- * arbor__event_table_; lifecycle.h's are arbor__lc_.
+ * interface is engine.h). After arbor__ comes the file, as Lua's luaD_
+ * names ldo.c: arbor__tr_ transition.c, arbor__kernel_, arbor__ready_,
+ * arbor__drain, arbor__clock_, arbor__emit, arbor__call_, arbor__deliver_,
+ * arbor__loop_, arbor__strategy_, arbor__decide, arbor__defer_,
+ * arbor__failure_, arbor__event_table_; lifecycle.h's are arbor__lc_.
  */
 #ifndef ARBOR_INTERNAL_H
 #define ARBOR_INTERNAL_H
 
-#include "engine/processor.h"
+#include "engine/engine.h"
 
 /* The engine draining now, if any. */
 extern arbor_engine *arbor__current;
@@ -37,20 +37,40 @@ void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
 void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                  arbor_state from, arbor_state to, arbor_str *reason);
 
-/* processor.c */
-void arbor__pr_enqueue(arbor_engine *e, pnode *pn);
-/* Takes pn out of the ready queue for good (it is discarded). */
-void arbor__pr_unlink_ready(arbor_engine *e, pnode *pn);
-/* Ends pn's coroutine (its pending <close> variables run now). */
-void arbor__pr_close_coroutine(arbor_engine *e, pnode *pn);
-void arbor__pr_spread_death(arbor_engine *e, pnode *pn);
-void arbor__pr_record_failure(arbor_engine *e, pnode *pn);
-void arbor__pr_node_exit(arbor_engine *e, pnode *pn, arbor_state s,
-                      arbor_str *reason, arbor_str *trace);
-void arbor__pr_after_exit(arbor_engine *e, pnode *pn);
-void arbor__pr_stop_advance(arbor_engine *e, pnode *pn);
-void arbor__pr_drain(arbor_engine *e);
-pnode_stop *arbor__pr_stop_of(pnode *pn);
+/* ready.c: the ready queue and the incarnations' threads */
+void arbor__ready_enqueue(arbor_engine *e, pnode *pn);
+/* Takes pn out of the ready queue: lazily, the drain skips it. */
+void arbor__ready_dequeue(pnode *pn);
+/* The next incarnation to resume, or NULL. */
+pnode *arbor__ready_next(arbor_engine *e);
+/* Takes pn out of the ready queue for good (it is discarded): O(queue). */
+void arbor__ready_unlink(arbor_engine *e, pnode *pn);
+/* A thread for pn's new incarnation (pn->co, pn->co_ref), from the pool. */
+lua_State *arbor__ready_thread(arbor_engine *e, pnode *pn);
+/* Ends pn's coroutine: its pending <close> variables run now, before the
+   node's defers, its policy and its next incarnation. */
+void arbor__ready_close_coroutine(arbor_engine *e, pnode *pn);
+
+/* kernel.c: starts, exits, restart decisions and the ordered stop */
+/* Ends pn's incarnation in state s: reason (taken) is the error message
+   for DEAD, or a note; trace (taken) the traceback. Spreads death, lets
+   the next member of its group start, and lets the GC decide. */
+void arbor__kernel_exit(arbor_engine *e, pnode *pn, arbor_state s,
+                        arbor_str *reason, arbor_str *trace);
+/* pn started, became HEALTHY or exited for good: the next member of its
+   group starts if it waited for that. */
+void arbor__kernel_release(arbor_engine *e, pnode *pn);
+/* A poststop child running for a stopping parent: bounded by its shutdown
+   time (L3). */
+void arbor__kernel_bound(arbor_engine *e, pnode *pn);
+/* Asks p's coordinator what to do and does it, until it has nothing more
+   to say; poststop: p stops, and its poststop children start first (L3).
+   Performing may end p's incarnation (a retired child was the last to
+   exit and p restarts): its coordinator is then gone. */
+void arbor__kernel_answer(arbor_engine *e, pnode *p, int poststop);
+
+/* drain.c: resumes what is ready, one batch */
+void arbor__drain(arbor_engine *e);
 
 /* transition.c: the only code that changes a node's life. Each updates
    the tree, emits the event (reason borrowed) and reports to the parent's
@@ -75,15 +95,24 @@ uint64_t arbor__deliver_subscribe(arbor_engine *e, int ref);
 void arbor__deliver_unsubscribe(arbor_engine *e, uint64_t id);
 void arbor__deliver_free(arbor_engine *e);
 
-/* strategy.c: group strategies and significant children */
+/* strategy.c: group strategies and significant children. Answers only;
+   the kernel starts and stops. */
 int arbor__strategy_spreads(pnode *dead, pnode *member);
+/* 1 when pn is to wait for its predecessor (it is left PENDING). */
 int arbor__strategy_hold(arbor_engine *e, pnode *pn);
-void arbor__strategy_release(arbor_engine *e, pnode *pn);
-void arbor__strategy_significant_done(arbor_engine *e, pnode *pn);
+/* The member that waits for pn and may start now, or NULL. */
+pnode *arbor__strategy_released(arbor_engine *e, pnode *pn);
+/* pn ended DONE: the parent its auto_shutdown stops now, or NULL. */
+pnode *arbor__strategy_shutdown(arbor_engine *e, pnode *pn);
 arbor_state arbor__strategy_auto_exit(pnode *pn, arbor_state s);
 
-/* decide.c */
-void arbor__decide(arbor_engine *e, pnode *pn);
+/* decide.c: asks the policy of pn, which died, under a time budget (the
+   default policy stands in for a faulty one); emits the decision and
+   returns it: DECISION_RESTART (after *delay seconds), _STOP or
+   _ESCALATE. */
+int arbor__decide(arbor_engine *e, pnode *pn, double *delay);
+
+/* call.c */
 int arbor__call_budget(arbor_engine *e, lua_State *L, int nargs);
 
 /* event_table.c: pn's DN; the last one pushed is kept as a Lua string, since

@@ -2,23 +2,25 @@
  *
  * A parent gets a coordinator (core/coord.h, pure) at its first child that
  * is not a plain main one. The engine reports to it from one place, the
- * transition funnel (transition.c), and this file performs what it
+ * transition funnel (transition.c). This file makes coordinators, counts
+ * children in them and answers them at the drain; the kernel performs the
  * answers: starts children whose gate opened, retires them (L4), runs
  * poststop children before a stopping parent is told (L3) and bounds them.
  * A parent without a coordinator does no lifecycle work at all.
  *
  * The five call points between the engine and a coordinator:
  *   1. adding a child            arbor_lc_register     (l_ctx.c)
- *   2. a change in a node's life the funnel       (transition.c)
- *   3. the drain                 arbor__lc_run         (processor.c)
- *   4. the ordered stop          arbor__lc_poststop_first (processor.c)
- *   5. starting a child          arbor__lc_hold_at_gate (processor.c)
+ *   2. a change in a node's life the funnel            (transition.c)
+ *   3. the drain                 arbor__lc_run         (drain.c)
+ *   4. the ordered stop          poststop_first        (kernel.c)
+ *   5. starting a child          hold_at_gate          (kernel.c)
+ * 1 and 3 are above the kernel; 4 and 5 are in it, 2 below it.
  */
 #ifndef ARBOR_LIFECYCLE_H
 #define ARBOR_LIFECYCLE_H
 
 #include "core/coord.h"
-#include "engine/processor.h"
+#include "engine/engine.h"
 
 /* NULL when a child with lifecycle bits lc (ARBOR_LC_*) may be added to
    parent now, else the name of its gate, which never opens again (L0). A
@@ -46,20 +48,9 @@ void arbor__tr_queue(arbor_engine *e, pnode *p);
 /* Reports what happened to child to its parent's coordinator, if any
    (transition.c). */
 void arbor__tr_report(arbor_engine *e, pnode *child, arbor_co_child_event ev);
-/* pn is about to start: 1 when its gate is closed, so it waits (blocked)
-   instead, e.g. a restart of a child that was canceled while blocked. */
-int arbor__lc_hold_at_gate(arbor_engine *e, pnode *pn);
-/* pn stops and none of its children runs: 1 when it has poststop children
-   waiting, which were started first (L3), so the caller looks again. */
-int arbor__lc_poststop_first(arbor_engine *e, pnode *pn);
-/* A poststop child that ended while its parent stops: what it left running
-   or waiting stops now. */
-void arbor__lc_poststop_ended(arbor_engine *e, pnode *pn);
-/* A poststop child running for a stopping parent: bounded by its shutdown
-   time. */
-void arbor__lc_bound(arbor_engine *e, pnode *pn);
+/* The bound of a poststop child passed (L3): it is canceled. */
 void arbor__lc_bound_fired(arbor_engine *e, pnode *pn);
-/* Performs what the coordinators reported to since the last run answer. */
+/* Answers the coordinators reported to since the last run. */
 void arbor__lc_run(arbor_engine *e);
 /* Drops the queue (the engine closes). */
 void arbor__lc_clear(arbor_engine *e);

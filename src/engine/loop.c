@@ -24,7 +24,7 @@ void arbor__loop_force_close(arbor_engine *e, pnode *pn) {
     }
     e->forced_in_stop++;
   }
-  arbor__pr_node_exit(e, pn, ARBOR_CANCELED, arbor_str_ref(e->r_forced), NULL);
+  arbor__kernel_exit(e, pn, ARBOR_CANCELED, arbor_str_ref(e->r_forced), NULL);
 }
 
 static void fire(arbor_engine *e, arbor_timer *t) {
@@ -33,7 +33,7 @@ static void fire(arbor_engine *e, arbor_timer *t) {
   case TIMER_WAKE:
     pn = (pnode *)((char *)t - offsetof(pnode, wake));
     pn->wait = WAIT_NONE;
-    arbor__pr_enqueue(e, pn);
+    arbor__ready_enqueue(e, pn);
     break;
   case TIMER_RESTART:
     pn = (pnode *)((char *)t - offsetof(pnode, wake));
@@ -140,7 +140,7 @@ static void on_signal(uv_signal_t *h, int signum) {
 static void pump(arbor_engine *e) {
   e->wakeups++;
   fire_due(e);
-  arbor__pr_drain(e);
+  arbor__drain(e);
   if (e->ready_head) {
     arbor__clock_keep_polling(e); /* more to do: do not block in poll */
   } else {
@@ -181,7 +181,7 @@ int arbor_engine_settle(arbor_engine *e) {
   uint64_t limit = e->resumes + e->settle_limit;
   do {
     fire_due(e);
-    arbor__pr_drain(e);
+    arbor__drain(e);
     if (e->resumes > limit) {
       arbor_watchdog_idle();
       return -1;

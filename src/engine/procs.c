@@ -1,7 +1,7 @@
 /* procs.c: the engine's side of the process layer (proc/), which is above
  * it. proc/ registers its hooks here at its first process, and the engine
  * calls up only through them; the small calls below are what proc/ needs
- * of an engine besides arbor_engine_wake (processor.c) and
+ * of an engine besides arbor_engine_wake (ready.c) and
  * arbor_engine_log_now (log.c). This file calls no other engine file.
  */
 #include <stdlib.h>

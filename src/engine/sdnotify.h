@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "engine/processor.h"
+#include "engine/engine.h"
 
 /* Sends msg (KEY=VALUE lines) as one datagram to $NOTIFY_SOCKET, read at
    the first call and then removed from the environment with WATCHDOG_USEC

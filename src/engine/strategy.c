@@ -12,6 +12,9 @@
  *   becoming HEALTHY, or being given up) releases the successor.
  * - A significant child that ends DONE makes a parent with auto_shutdown
  *   stop its subtree in order and end DONE itself, not restarted.
+ *
+ * This file only answers: which member waits, which one a change releases,
+ * which parent shuts down. The kernel (kernel.c) starts and stops them.
  */
 #include "engine/internal.h"
 
@@ -81,15 +84,14 @@ int arbor__strategy_hold(arbor_engine *e, pnode *pn) {
   return 1;
 }
 
-void arbor__strategy_release(arbor_engine *e, pnode *pn) {
+pnode *arbor__strategy_released(arbor_engine *e, pnode *pn) {
   pnode *s = next_member(pn);
-  if (!s || e->closing) return;
+  if (!s || e->closing) return NULL;
   arbor_node *n = &s->n;
   if (!(n->flags & ARBOR_F_PENDING) || arbor_timer_armed(&s->wake) ||
       arbor_node_canceled(n) || (n->flags & ARBOR_F_HELD))
-    return;
-  if (!predecessor_ready(s, pn)) return;
-  arbor_engine_start(e, s);
+    return NULL;
+  return predecessor_ready(s, pn) ? s : NULL;
 }
 
 /* ---- significant children (OTP's auto_shutdown) ---------------------- */
@@ -103,14 +105,14 @@ static int all_significant_done(pnode *parent) {
   return 1;
 }
 
-void arbor__strategy_significant_done(arbor_engine *e, pnode *pn) {
+pnode *arbor__strategy_shutdown(arbor_engine *e, pnode *pn) {
   pnode *p = (pnode *)pn->n.parent;
-  if (!p || !(pn->gflags & GF_SIGNIFICANT) || e->closing) return;
+  if (!p || !(pn->gflags & GF_SIGNIFICANT) || e->closing) return NULL;
   int mode = (p->gflags & GF_AUTO) >> 4;
   if (mode == GA_NEVER || !arbor_node_running(&p->n) ||
       arbor_node_canceled(&p->n) || (p->pflags & PN_AUTODONE))
-    return;
-  if (mode == GA_ALL && !all_significant_done(p)) return;
+    return NULL;
+  if (mode == GA_ALL && !all_significant_done(p)) return NULL;
   char *dn = arbor_node_dn_dup(&pn->n);
   arbor_str *why = arbor_str_fmt("auto_shutdown (%s): significant child %s "
                                  "done",
@@ -122,7 +124,7 @@ void arbor__strategy_significant_done(arbor_engine *e, pnode *pn) {
   arbor_str_set(&p->error, why);
   arbor_str_unref(why);
   p->pflags |= PN_AUTODONE;
-  arbor_engine_cancel(e, p);
+  return p;
 }
 
 arbor_state arbor__strategy_auto_exit(pnode *pn, arbor_state s) {

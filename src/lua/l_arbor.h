@@ -6,7 +6,7 @@
 #include <lua.h>
 
 #include "engine/ctx.h"
-#include "engine/processor.h"
+#include "engine/engine.h"
 
 #define ARBOR_ENGINE_MT "arbor.Engine"
 

@@ -13,7 +13,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "engine/processor.h"
+#include "engine/engine.h"
 
 enum { PROC_READY_SPAWN = 0, PROC_READY_NOTIFY, PROC_READY_SYSTEMD };
 

@@ -1,11 +1,11 @@
-/* processor.h: the engine. One event loop (libuv, or the harness's virtual
+/* engine.h: the engine. One event loop (libuv, or the harness's virtual
  * clock) drives the tree: it resumes runnable coroutines from one drain
  * point, classifies how incarnations end (T5), spreads death (T6), stops
  * subtrees in order (T7, T12), asks the GC and the policies for restarts
  * (T8, P1-P3) and records events (T14).
  */
-#ifndef ARBOR_PROCESSOR_H
-#define ARBOR_PROCESSOR_H
+#ifndef ARBOR_ENGINE_H
+#define ARBOR_ENGINE_H
 
 #include <lua.h>
 #include <stddef.h>

@@ -1,0 +1,78 @@
+/* ops.c: what is asked of a node from outside its incarnation: stop and
+ * hold it, restart it (the bindings, the control plane, the harness), and
+ * its runnable's signals (healthy, done).
+ */
+#include "engine/internal.h"
+
+#include <string.h>
+
+#include "core/gc.h"
+#include "engine/lifecycle.h"
+
+void arbor_engine_hold(arbor_engine *e, pnode *pn) {
+  pn->n.flags |= ARBOR_F_HELD;
+  if (pn->n.flags & ARBOR_F_PENDING) {
+    /* a delayed restart: it will not happen */
+    arbor_timers_disarm(&e->timers, &pn->wake);
+    pn->n.flags &= (uint8_t)~ARBOR_F_PENDING;
+    arbor__tr_set_state(e, pn, ARBOR_CANCELED, e->r_held);
+  }
+  arbor_engine_cancel(e, pn);
+  arbor__tr_held(e, pn);
+}
+
+void arbor_engine_stop(arbor_engine *e) {
+  e->stop_requested = 1;
+  arbor_engine_hold(e, (pnode *)e->tree.root);
+}
+
+int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err) {
+  arbor_node *n = &pn->n;
+  if (n->parent && arbor_node_canceled(n->parent)) {
+    *err = "its parent is being stopped";
+    return -1;
+  }
+  if (!n->parent && e->stop_requested && n->live > 0) {
+    *err = "the tree is being stopped";
+    return -1;
+  }
+  if (arbor_lc_blocked(pn)) {
+    *err = "it waits behind a closed lifecycle gate (L7)";
+    return -1;
+  }
+  n->flags &= (uint8_t)~ARBOR_F_HELD;
+  if (!n->parent) e->stop_requested = 0, e->gave_up = 0;
+  if (n->flags & ARBOR_F_PENDING) {
+    arbor_engine_start(e, pn);
+    return 0;
+  }
+  if (n->live > 0 || n->state == ARBOR_DONE || n->state == ARBOR_NEW ||
+      n->state == ARBOR_HEALTHY) {
+    arbor_engine_cancel(e, pn); /* restarts once its subtree exited */
+    return 0;
+  }
+  /* exited and held (given up, or stopped by hand): restart now */
+  arbor_gc_reset(n);
+  arbor_engine_start(e, pn);
+  return 0;
+}
+
+const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
+  arbor_node *n = &pn->n;
+  if (strcmp(what, "healthy") == 0) {
+    if (n->state != ARBOR_NEW) return "healthy";
+    pn->consecutive = 0;
+    pn->healthy_at = arbor__step_time(e);
+    arbor__tr_set_state(e, pn, ARBOR_HEALTHY, NULL);
+    arbor__kernel_release(e, pn); /* an ordered successor may start */
+    return NULL;
+  }
+  if (strcmp(what, "done") == 0) {
+    if (n->state != ARBOR_HEALTHY) return "done";
+    pn->consecutive = 0;
+    pn->done = 1;
+    arbor__tr_set_state(e, pn, ARBOR_DONE, NULL);
+    return NULL;
+  }
+  return "unknown";
+}
