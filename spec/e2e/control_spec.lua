@@ -639,40 +639,96 @@ reload("liveworker", {restart = true})
     assert.equal(0, r.data.evaluations)
   end)
 
+  -- `arbor repl` on a pseudo-terminal made by script(1), with HOME=home,
+  -- once it shows its first prompt. t.typed(keys, want) types keys and waits
+  -- until the terminal (its text without carriage returns and escape
+  -- sequences) shows want once more than before (a want that ends with the
+  -- prompt does not start with it, so that two never overlap): a line is
+  -- typed only when the one before it is done, never ahead (a Ctrl-C drops
+  -- the terminal's unread input, and the lines in it). t.pid is the
+  -- repl's pid and process group; t.close() ends the input (script then
+  -- types an end of file) and returns the exit code once the repl has
+  -- exited.
+  local function terminal(home)
+    os.execute("mkdir -p " .. q(home))
+    local out_file, pid_file = home .. ".out", home .. ".pid"
+    os.remove(pid_file)
+    local cmd = string.format("echo $$ > %s; exec %s repl %s", q(pid_file), bin, q(e.sock))
+    local p = io.popen(string.format("HOME=%s TERM=xterm timeout 60 script -qfec %s /dev/null > %s 2>&1",
+      q(home), q(cmd), q(out_file)), "w")
+    local function screen()
+      return ((read_file(out_file) or ""):gsub("\r", ""):gsub("\27%[[%d;?]*%a", ""))
+    end
+    local function shown(want)
+      local _, n = screen():gsub(want:gsub("%p", "%%%0"), "")
+      return n
+    end
+    local t = {}
+    function t.typed(keys, want)
+      local before = shown(want)
+      p:write(keys)
+      p:flush()
+      if not pcall(poll, function() return shown(want) > before end, "") then
+        error("timed out waiting for the terminal to show " .. want .. "\n--- it shows:\n"
+          .. screen(), 2)
+      end
+    end
+    function t.close()
+      local _, _, code = p:close()
+      return code
+    end
+    poll(function() return shown("Ctrl-D quits.\n> ") > 0 end, "the first prompt")
+    t.pid = poll(function() return tonumber(read_file(pid_file)) end, "the repl's pid")
+    return t
+  end
+
   it("edits lines, keeps history and completes names on a terminal", function()
     if sh("command -v script") ~= 0 then
       print("\n  SKIPPED: script(1) is missing (util-linux)")
       return
     end
     local home = e.dir .. "/home"
-    os.execute("mkdir -p " .. q(home))
-    local out_file = e.dir .. "/pty.out"
-    local p = io.popen(string.format("HOME=%s TERM=xterm timeout 60 script -qfec %s /dev/null > %s 2>&1",
-      q(home), q(bin .. " repl " .. e.sock), q(out_file)), "w")
-    local function typed(keys, want)
-      p:write(keys)
-      p:flush()
-      poll(function()
-        local s = (read_file(out_file) or ""):gsub("\r", ""):gsub("\27%[[%d;?]*%a", "")
-        local _, n = s:gsub(want:gsub("%p", "%%%0"), "")
-        return n
-      end, "the terminal to show " .. want)
-    end
-    typed("x = 20\n", "> x = 20")
-    typed("return x + 1\n", "21\n")
-    typed("\27[A\n", "21\n> return x + 1\n21") -- up arrow: the last line again
-    typed("arbo\t.ru\t\n", "> arbor.run\nfunction: ") -- completion of names, fields
-    typed('node("root.he\t).state\n', '> node("root.heart").state\n"HEALTHY"') -- of DNs
-    typed("budget(1e15)\nwhile true do end\n", "while true do end")
-    poll(function()
+    local t = terminal(home)
+    t.typed("budget(1e15)\n", "budget(1e15)\n1000000000000000\n> ")
+    -- an evaluation that takes a moment: the next lines wait for it (typed
+    -- ahead, they would be in the terminal's input when the Ctrl-C below
+    -- interrupts this one, and dropped)
+    t.typed("for _ = 1, 3e7 do end x = 20\n", "for _ = 1, 3e7 do end x = 20\n> ")
+    t.typed("return x + 1\n", "return x + 1\n21\n> ")
+    t.typed("\27[A\n", "return x + 1\n21\n> ") -- up arrow: the last line again
+    t.typed("arbo\t.ru\t\n", "> arbor.run\nfunction: ") -- completion of names, fields
+    t.typed('node("root.he\t).state\n', 'node("root.heart").state\n"HEALTHY"\n> ') -- of DNs
+    t.typed("while true do end\n", "> while true do end\n")
+    poll(function() -- this one: the lines before it are done
       local r = request(e.sock, {op = "status", json = true})
       return r.data.evaluations == 1
     end, "the evaluation to run")
-    typed("\3", "interrupted")                    -- Ctrl-C
-    p:write("\4")                                -- Ctrl-D
-    p:close()
-    local hist = read_file(home .. "/.arbor_history")
-    assert.matches('x = 20\nreturn x %+ 1\nreturn x %+ 1\narbor.run\nnode%("root.heart"%).state\n', hist)
+    t.typed("\3", "interrupted\nstack traceback:\n\trepl:1: in main chunk\n> ") -- Ctrl-C
+    t.typed("\4", "> \n") -- Ctrl-D
+    assert.equal(0, t.close()) -- the repl has exited: its history is complete
+    assert.equal("budget(1e15)\nfor _ = 1, 3e7 do end x = 20\nreturn x + 1\nreturn x + 1\n"
+      .. 'arbor.run\nnode("root.heart").state\nwhile true do end\n',
+      read_file(home .. "/.arbor_history"))
+  end)
+
+  it("writes each line to the history as it is entered: a hangup or a kill loses none", function()
+    if sh("command -v script") ~= 0 then
+      print("\n  SKIPPED: script(1) is missing (util-linux)")
+      return
+    end
+    local home = e.dir .. "/home-killed"
+    local t = terminal(home)
+    t.typed("a = 1\n", "a = 1\n> ")
+    t.typed("return a\n", "return a\n1\n> ")
+    os.execute("kill -HUP -" .. t.pid) -- the terminal went away (its process group)
+    assert.is_not.equal(0, t.close())
+    assert.equal("a = 1\nreturn a\n", read_file(home .. "/.arbor_history"))
+    t = terminal(home)
+    t.typed("\27[A\n", "return a\nnil\n> ") -- the last session's line
+    t.typed("b = 2\n", "b = 2\n> ")
+    os.execute("kill -KILL -" .. t.pid)
+    assert.is_not.equal(0, t.close())
+    assert.equal("a = 1\nreturn a\nreturn a\nb = 2\n", read_file(home .. "/.arbor_history"))
   end)
 end)
 
