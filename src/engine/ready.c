@@ -29,22 +29,6 @@ void arbor__ready_enqueue(arbor_engine *e, pnode *pn) {
   e->ready_len++;
 }
 
-void arbor__ready_dequeue(pnode *pn) { pn->pflags &= (uint16_t)~PN_QUEUED; }
-
-pnode *arbor__ready_next(arbor_engine *e) {
-  while (e->ready_head) {
-    pnode *pn = e->ready_head;
-    e->ready_head = pn->ready_next;
-    if (!e->ready_head) e->ready_tail = NULL;
-    e->ready_len--;
-    pn->ready_next = NULL;
-    int wanted = (pn->pflags & PN_QUEUED) != 0;
-    pn->pflags &= (uint16_t)~(PN_QUEUED | PN_INLIST);
-    if (wanted) return pn;
-  }
-  return NULL;
-}
-
 void arbor__ready_unlink(arbor_engine *e, pnode *pn) {
   if (!(pn->pflags & PN_INLIST)) return;
   pnode **p = &e->ready_head, *prev = NULL;
@@ -109,16 +93,9 @@ int arbor_engine_fail(arbor_engine *e, pnode *pn) {
 
 /* ---- threads -------------------------------------------------------- */
 
-lua_State *arbor__ready_thread(arbor_engine *e, pnode *pn) {
-  lua_State *co;
-  if (e->npool > 0) {
-    e->npool--;
-    co = e->pool[e->npool].co;
-    pn->co_ref = e->pool[e->npool].ref;
-  } else {
-    co = lua_newthread(e->L);
-    pn->co_ref = luaL_ref(e->L, LUA_REGISTRYINDEX);
-  }
+lua_State *arbor__ready_new_thread(arbor_engine *e, pnode *pn) {
+  lua_State *co = lua_newthread(e->L);
+  pn->co_ref = luaL_ref(e->L, LUA_REGISTRYINDEX);
   return pn->co = co;
 }
 
