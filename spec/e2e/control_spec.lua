@@ -639,8 +639,8 @@ reload("liveworker", {restart = true})
     assert.equal(0, r.data.evaluations)
   end)
 
-  -- `arbor repl` on a pseudo-terminal made by script(1), with HOME=home,
-  -- once it shows its first prompt. t.typed(keys, want) types keys and waits
+  -- `arbor repl` on a pseudo-terminal made by script(1) (bsdutils, which
+  -- Debian always has), with HOME=home, once it shows its first prompt. t.typed(keys, want) types keys and waits
   -- until the terminal (its text without carriage returns and escape
   -- sequences) shows want once more than before (a want that ends with the
   -- prompt does not start with it, so that two never overlap): a line is
@@ -683,10 +683,6 @@ reload("liveworker", {restart = true})
   end
 
   it("edits lines, keeps history and completes names on a terminal", function()
-    if sh("command -v script") ~= 0 then
-      print("\n  SKIPPED: script(1) is missing (util-linux)")
-      return
-    end
     local home = e.dir .. "/home"
     local t = terminal(home)
     t.typed("budget(1e15)\n", "budget(1e15)\n1000000000000000\n> ")
@@ -712,10 +708,6 @@ reload("liveworker", {restart = true})
   end)
 
   it("writes each line to the history as it is entered: a hangup or a kill loses none", function()
-    if sh("command -v script") ~= 0 then
-      print("\n  SKIPPED: script(1) is missing (util-linux)")
-      return
-    end
     local home = e.dir .. "/home-killed"
     local t = terminal(home)
     t.typed("a = 1\n", "a = 1\n> ")
