@@ -1,6 +1,7 @@
 /* clock.c: the engine's time (virtual or real), its timers, its random
  * generator, and the engine running the calling code. */
 #include "engine/internal.h"
+#include "engine/clock.h"
 #include "core/mem.h"
 
 

@@ -3,16 +3,13 @@
  * The kernel (kernel.c) acts on the decision.
  */
 #include "engine/internal.h"
+#include "engine/clock.h"
 
 #include <lauxlib.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include "core/gc.h"
-#include "engine/watchdog.h"
 
 /* ---- policies (P1-P3) ----------------------------------------------- */
 

@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 
 #include "engine/internal.h"
+#include "engine/clock.h"
 
 /* registry[&defers_key] = { [lightuserdata pn] = {v1, v2, ...} } */
 static const char defers_key = 'd';

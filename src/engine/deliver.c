@@ -3,6 +3,7 @@
  * that left the outbox before they could be delivered are counted and
  * delivered as one gap marker. */
 #include "engine/internal.h"
+#include "engine/clock.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>

@@ -8,6 +8,8 @@
  * answered (lifecycle.c) and events delivered between resumes.
  */
 #include "engine/internal.h"
+#include "engine/clock.h"
+#include "engine/ready.h"
 
 #include "engine/lifecycle.h"
 #include "engine/watchdog.h"

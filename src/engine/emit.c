@@ -1,6 +1,7 @@
 /* emit.c: recording events in the engine's ring (T14), and in the outbox
  * of its subscribers. */
 #include "engine/internal.h"
+#include "engine/clock.h"
 
 /* Records an event; with subscribers, a copy waits in the outbox for them,
    so a step that emits more events than the ring holds loses none (up to

@@ -4,31 +4,14 @@
  * names ldo.c: arbor__tr_ transition.c, arbor__kernel_, arbor__ready_,
  * arbor__drain, arbor__clock_, arbor__emit, arbor__call_, arbor__deliver_,
  * arbor__loop_, arbor__strategy_, arbor__decide, arbor__defer_,
- * arbor__failure_, arbor__event_table_; lifecycle.h's are arbor__lc_.
+ * arbor__failure_, arbor__event_table_. Files whose names others use
+ * inline have their own header: clock.h (arbor__clock_, the step's time)
+ * and ready.h (arbor__ready_); lifecycle.h's are arbor__lc_.
  */
 #ifndef ARBOR_INTERNAL_H
 #define ARBOR_INTERNAL_H
 
 #include "engine/engine.h"
-
-/* The engine draining now, if any. */
-extern arbor_engine *arbor__current;
-
-/* The time of the current step: read once per resume or timer pass, so one
-   restart does not read the clock a dozen times. */
-static inline double arbor__step_time(arbor_engine *e) {
-  return e->virtual_clock ? e->vnow : e->step_now;
-}
-
-static inline void arbor__step_begin(arbor_engine *e) {
-  if (!e->virtual_clock) e->step_now = arbor_engine_now(e);
-}
-
-/* clock.c */
-void arbor__clock_arm(arbor_engine *e, arbor_timer *t, int kind, double due);
-/* The loop is not to block in poll: there is work for the drain. */
-void arbor__clock_need_drain(arbor_engine *e);
-void arbor__clock_keep_polling(arbor_engine *e);
 
 /* emit.c */
 void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
@@ -36,41 +19,6 @@ void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                        double delay);
 void arbor__emit(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                  arbor_state from, arbor_state to, arbor_str *reason);
-
-/* ready.c: the ready queue and the incarnations' threads */
-void arbor__ready_enqueue(arbor_engine *e, pnode *pn);
-/* Takes pn out of the ready queue: lazily, the drain skips it. */
-static inline void arbor__ready_dequeue(pnode *pn) {
-  pn->pflags &= (uint16_t)~PN_QUEUED;
-}
-/* The next incarnation to resume, or NULL. Inline, with the thread below:
-   they run at every restart. */
-static inline pnode *arbor__ready_next(arbor_engine *e) {
-  while (e->ready_head) {
-    pnode *pn = e->ready_head;
-    e->ready_head = pn->ready_next;
-    if (!e->ready_head) e->ready_tail = NULL;
-    e->ready_len--;
-    pn->ready_next = NULL;
-    int wanted = (pn->pflags & PN_QUEUED) != 0;
-    pn->pflags &= (uint16_t)~(PN_QUEUED | PN_INLIST);
-    if (wanted) return pn;
-  }
-  return NULL;
-}
-/* Takes pn out of the ready queue for good (it is discarded): O(queue). */
-void arbor__ready_unlink(arbor_engine *e, pnode *pn);
-lua_State *arbor__ready_new_thread(arbor_engine *e, pnode *pn);
-/* A thread for pn's new incarnation (pn->co, pn->co_ref), from the pool. */
-static inline lua_State *arbor__ready_thread(arbor_engine *e, pnode *pn) {
-  if (e->npool == 0) return arbor__ready_new_thread(e, pn);
-  e->npool--;
-  pn->co_ref = e->pool[e->npool].ref;
-  return pn->co = e->pool[e->npool].co;
-}
-/* Ends pn's coroutine: its pending <close> variables run now, before the
-   node's defers, its policy and its next incarnation. */
-void arbor__ready_close_coroutine(arbor_engine *e, pnode *pn);
 
 /* kernel.c: starts, exits, restart decisions and the ordered stop */
 /* Ends pn's incarnation in state s: reason (taken) is the error message

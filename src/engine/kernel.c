@@ -14,6 +14,8 @@
  * Nothing below calls back up.
  */
 #include "engine/internal.h"
+#include "engine/clock.h"
+#include "engine/ready.h"
 #include "core/mem.h"
 
 #include <lauxlib.h>

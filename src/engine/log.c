@@ -2,6 +2,7 @@
  * processes' output, the engine's notes), and the engine's log sink, called
  * under the time budget of user code. */
 #include "engine/internal.h"
+#include "engine/clock.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>

@@ -2,6 +2,8 @@
  * signals), settle and advance of virtual ones.
  */
 #include "engine/internal.h"
+#include "engine/clock.h"
+#include "engine/ready.h"
 
 #include <lauxlib.h>
 #include <math.h>

@@ -3,6 +3,7 @@
  * its runnable's signals (healthy, done).
  */
 #include "engine/internal.h"
+#include "engine/clock.h"
 
 #include <string.h>
 

@@ -7,6 +7,8 @@
  * starts, ends or decides anything: the rest of the engine calls down.
  */
 #include "engine/internal.h"
+#include "engine/clock.h"
+#include "engine/ready.h"
 
 #include <lauxlib.h>
 

@@ -7,6 +7,7 @@
  */
 #include "core/mem.h"
 #include "engine/internal.h"
+#include "engine/clock.h"
 #include "engine/lifecycle.h"
 
 /* ---- reports to the parent's coordinator ---------------------------- */

@@ -1,9 +1,10 @@
-/* engine.c: an engine's lifetime: making it, its tree's ownership hooks
+/* lifetime.c: an engine's lifetime: making it, its tree's ownership hooks
  * (a discarded node's records go, the engine outlives its last referenced
  * node), the references nodes share to their runnables and policies, and
  * closing it.
  */
 #include "engine/internal.h"
+#include "engine/ready.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
