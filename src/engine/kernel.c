@@ -81,11 +81,16 @@ static void after_exit(arbor_engine *e, pnode *pn);
 static void stop_advance(arbor_engine *e, pnode *pn);
 static int poststop_first(arbor_engine *e, pnode *pn);
 
+/* Cancels pn's context (T7) and starts its ordered stop (T12). */
+static void cancel(arbor_engine *e, pnode *pn) {
+  arbor__tr_cancel(e, pn);
+  stop_advance(e, pn);
+}
+
 /* T6: a node that died has its own context canceled (its subtree stops,
    children first) and so have the other members of its group. */
 static void spread_death(arbor_engine *e, pnode *pn) {
-  arbor__tr_cancel(e, pn);
-  stop_advance(e, pn);
+  cancel(e, pn);
   /* First cancel every member; members that had already exited are then
      decided one by one. A decision can restructure the tree (an escalation
      restarts the group's parent, discarding the group), so they are
@@ -93,8 +98,7 @@ static void spread_death(arbor_engine *e, pnode *pn) {
   size_t exited = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
     if (!arbor__strategy_spreads(pn, (pnode *)g)) continue;
-    arbor__tr_cancel(e, (pnode *)g);
-    stop_advance(e, (pnode *)g);
+    cancel(e, (pnode *)g);
     if (g->live == 0) exited++;
   }
   if (exited == 0) return;
@@ -340,8 +344,7 @@ void arbor__kernel_bound(arbor_engine *e, pnode *pn) {
 }
 
 void arbor_engine_cancel(arbor_engine *e, pnode *pn) {
-  arbor__tr_cancel(e, pn);
-  stop_advance(e, pn);
+  cancel(e, pn);
   if (pn->n.live == 0) after_exit(e, pn);
 }
 
