@@ -66,7 +66,7 @@ end
 local run_options = {policy = true, default_policy = true, shutdown = true,
   seed = true, ring = true, ring_bytes = true, outbox = true, signals = true,
   log = true, on_event = true, quiet = true, runaway = true, control = true,
-  auto_shutdown = true}
+  auto_shutdown = true, stop = true}
 
 --- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
 -- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
@@ -155,7 +155,7 @@ function M.run(root, opts)
   -- READY=1, STATUS=, WATCHDOG=1, STOPPING=1 to $NOTIFY_SOCKET (docs/deploy.md)
   local notifier = core.notifier(e)
   local ok, result, reason = pcall(function()
-    e:start(root, opts.policy, opts.shutdown, opts.auto_shutdown)
+    e:start(root, opts.policy, opts.shutdown, opts.auto_shutdown, opts.stop)
     return e:run()
   end)
   running_engine = nil

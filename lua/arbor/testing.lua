@@ -55,14 +55,14 @@ function M.new(opts)
 end
 
 --- Starts the root runnable and settles. opts: policy, shutdown,
--- auto_shutdown.
+-- auto_shutdown, stop.
 function Harness:start(root, opts)
   if type(root) ~= "function" then
     error("h:start(root): the root runnable must be a function, got " .. type(root), 2)
   end
   opts = opts or {}
   node.check_root("h:start", opts)
-  self.engine:start(root, opts.policy, opts.shutdown, opts.auto_shutdown)
+  self.engine:start(root, opts.policy, opts.shutdown, opts.auto_shutdown, opts.stop)
   self:settle()
   return self
 end

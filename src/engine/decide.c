@@ -233,6 +233,25 @@ static int ask_policy(arbor_engine *e, pnode *pn, double *delay) {
   return d;
 }
 
+/* arbor.policy.never is one function (never() returns it too): a node
+   whose policy, or the default it falls back on, is that function is
+   temporary. Asked on a group's death and a significant child's end only,
+   not per restart. */
+int arbor__decide_temporary(arbor_engine *e, const pnode *pn) {
+  int ref = pn->policy_ref != LUA_NOREF ? pn->policy_ref : e->default_policy_ref;
+  if (ref == LUA_NOREF) return 0;
+  lua_State *L = e->L;
+  int top = lua_gettop(L), temporary = 0;
+  if (lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE) == LUA_TTABLE &&
+      lua_getfield(L, -1, "arbor.policy") == LUA_TTABLE &&
+      lua_getfield(L, -1, "never") == LUA_TFUNCTION) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    temporary = lua_rawequal(L, -1, -2);
+  }
+  lua_settop(L, top);
+  return temporary;
+}
+
 int arbor__decide(arbor_engine *e, pnode *pn, double *delay) {
   *delay = 0;
   int d = ask_policy(e, pn, delay);

@@ -66,13 +66,15 @@ void arbor__deliver_free(arbor_engine *e);
 
 /* strategy.c: group strategies and significant children. Answers only;
    the kernel starts and stops. */
-int arbor__strategy_spreads(pnode *dead, pnode *member);
+/* 1 when dead's death cancels member (T6): never for a temporary node. */
+int arbor__strategy_spreads(arbor_engine *e, pnode *dead, pnode *member);
 /* 1 when pn is to wait for its predecessor (it is left PENDING). */
 int arbor__strategy_hold(arbor_engine *e, pnode *pn);
 /* The member that waits for pn and may start now, or NULL. */
 pnode *arbor__strategy_released(arbor_engine *e, pnode *pn);
-/* pn ended DONE: the parent its auto_shutdown stops now, or NULL. */
-pnode *arbor__strategy_shutdown(arbor_engine *e, pnode *pn);
+/* pn ended by itself in state s (DONE, or DEAD when temporary): the parent
+   its auto_shutdown stops now, or NULL. */
+pnode *arbor__strategy_shutdown(arbor_engine *e, pnode *pn, arbor_state s);
 arbor_state arbor__strategy_auto_exit(pnode *pn, arbor_state s);
 
 /* decide.c: asks the policy of pn, which died, under a time budget (the
@@ -80,6 +82,8 @@ arbor_state arbor__strategy_auto_exit(pnode *pn, arbor_state s);
    returns it: DECISION_RESTART (after *delay seconds), _STOP or
    _ESCALATE. */
 int arbor__decide(arbor_engine *e, pnode *pn, double *delay);
+/* 1 when pn's policy is arbor.policy.never: OTP's temporary child. */
+int arbor__decide_temporary(arbor_engine *e, const pnode *pn);
 
 /* call.c */
 int arbor__call_budget(arbor_engine *e, lua_State *L, int nargs);

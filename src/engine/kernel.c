@@ -53,7 +53,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
     pn->restarts++;
     e->restarts++;
   }
-  pn->pflags &= PN_INLIST | PN_LC_QUEUED | PN_LC_BUSY;
+  pn->pflags &= PN_INLIST | PN_LC_QUEUED | PN_LC_BUSY | PN_PARALLEL;
   arbor__tr_started(e, pn, from);
   pn->wait = WAIT_NONE;
   pn->resume = RESUME_VALUES;
@@ -97,7 +97,9 @@ static void spread_death(arbor_engine *e, pnode *pn) {
      collected first, referenced, and skipped once discarded. */
   size_t exited = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n; g = g->gnext) {
-    if (!arbor__strategy_spreads(pn, (pnode *)g)) continue;
+    if (!arbor__strategy_spreads(e, pn, (pnode *)g)) continue;
+    if (arbor__decide_temporary(e, (pnode *)g))
+      g->flags |= ARBOR_F_HELD; /* OTP's temporary child: not restarted */
     cancel(e, (pnode *)g);
     if (g->live == 0) exited++;
   }
@@ -105,7 +107,7 @@ static void spread_death(arbor_engine *e, pnode *pn) {
   arbor_node **todo = arbor_xalloc(exited * sizeof *todo);
   size_t k = 0;
   for (arbor_node *g = pn->n.gnext; g != &pn->n && k < exited; g = g->gnext)
-    if (g->live == 0 && arbor__strategy_spreads(pn, (pnode *)g)) {
+    if (g->live == 0 && arbor__strategy_spreads(e, pn, (pnode *)g)) {
       arbor_node_ref(g);
       todo[k++] = g;
     }
@@ -165,9 +167,9 @@ void arbor__kernel_exit(arbor_engine *e, pnode *pn, arbor_state s,
   arbor__tr_exited(e, pn, s, reason);
   arbor_str_unref(reason);
   if (s == ARBOR_DEAD && !declared) spread_death(e, pn);
-  if (s == ARBOR_DONE) {
-    pnode *p = arbor__strategy_shutdown(e, pn); /* significant: OTP's */
-    if (p) arbor_engine_cancel(e, p);          /* auto_shutdown */
+  if (s == ARBOR_DONE || (s == ARBOR_DEAD && (pn->gflags & GF_SIGNIFICANT))) {
+    pnode *p = arbor__strategy_shutdown(e, pn, s); /* significant: OTP's */
+    if (p) arbor_engine_cancel(e, p);             /* auto_shutdown */
   }
   arbor__kernel_release(e, pn); /* exited for good: the next may start */
   after_exit(e, pn);
@@ -298,12 +300,41 @@ static int poststop_first(arbor_engine *e, pnode *pn) {
   return 1;
 }
 
+/* stop = "parallel": every running child of pn that is not stopping yet
+   starts its own stop now. Returns the last started child still running
+   (the stop's cursor: when it exits, the stop looks again), or NULL. */
+static arbor_node *stop_all(arbor_engine *e, pnode *pn) {
+  pn->pflags |= PN_STOPPING;
+  arbor_node *left = NULL;
+  for (arbor_node *c = pn->n.last; c; c = c->prev) {
+    if (c->live == 0) continue;
+    if (!left) left = c;
+    pnode *child = (pnode *)c;
+    if (child->pflags & (PN_STOPPING | PN_NOTIFIED)) continue; /* under way */
+    if (!arbor_node_canceled(c))
+      arbor__kernel_bound(e, child); /* a poststop child: bounded (L3) */
+    else
+      stop_advance(e, child); /* recursion: as deep as parallel parents nest */
+  }
+  return left;
+}
+
 /* Advances the ordered stop of pn: its running children are stopped one at
-   a time, last started first; when none is left, pn itself is notified.
-   Iterative: descends into the child being stopped. */
+   a time, last started first (or all at once, stop = "parallel"); when none
+   is left, pn itself is notified. Iterative: descends into the child being
+   stopped. */
 static void stop_advance(arbor_engine *e, pnode *pn) {
   while (pn && arbor_node_canceled(&pn->n)) {
     arbor_node *c;
+    if (pn->pflags & PN_PARALLEL) {
+      c = stop_all(e, pn);
+      if (!c && poststop_first(e, pn)) c = stop_all(e, pn);
+      if (c || pn->stop) stop_of(pn)->cursor = (pnode *)c;
+      if (c) return;
+      pn->pflags &= (uint16_t)~PN_STOPPING;
+      notify(e, pn);
+      return;
+    }
     if (!(pn->pflags & PN_STOPPING)) {
       pn->pflags |= PN_STOPPING;
       c = pn->n.last;

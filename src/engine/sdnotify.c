@@ -96,14 +96,38 @@ static void walk(arbor_engine *e, void (*fn)(arbor_node *, void *), void *ud) {
   }
 }
 
-static void add_shutdown(arbor_node *n, void *ud) {
-  *(double *)ud += ((pnode *)n)->shutdown;
-}
-
+/* A node's bound is its own shutdown after its children's: their sum when
+   they stop one at a time (T12), the largest with stop = "parallel". A
+   walk children first; below[d] gathers the bounds of the children, at
+   depth d, of the node being left. */
 double arbor_sd_stop_bound(arbor_engine *e) {
-  double bound = 0;
-  walk(e, add_shutdown, &bound);
-  return bound;
+  size_t cap = 64, d = 0;
+  double *below = arbor_xalloc(cap * sizeof *below), b;
+  arbor_node *n = e->tree.root;
+  for (;;) {
+    if (n->first) {
+      if (d + 2 > cap) below = arbor_xrealloc(below, (cap *= 2) * sizeof *below);
+      below[++d] = 0;
+      n = n->first;
+      continue;
+    }
+    b = ((pnode *)n)->shutdown;
+    for (;;) { /* leaving n, whose bound is b */
+      if (d == 0) {
+        free(below);
+        return b;
+      }
+      below[d] = (((pnode *)n->parent)->pflags & PN_PARALLEL)
+                     ? (below[d] > b ? below[d] : b)
+                     : below[d] + b;
+      if (n->next) {
+        n = n->next;
+        break;
+      }
+      n = n->parent;
+      b = ((pnode *)n)->shutdown + below[d--];
+    }
+  }
 }
 
 struct arbor_sd {

@@ -11,7 +11,11 @@
  *   `ordered`, it waits until the predecessor is HEALTHY. Starting (or
  *   becoming HEALTHY, or being given up) releases the successor.
  * - A significant child that ends DONE makes a parent with auto_shutdown
- *   stop its subtree in order and end DONE itself, not restarted.
+ *   stop its subtree in order and end DONE itself, not restarted; so does
+ *   a temporary one (policy never, OTP's temporary) that ends DEAD.
+ * - A temporary node's death spreads to no other member (OTP restarts
+ *   nothing for it), and a temporary member canceled by another's death is
+ *   held: it stays CANCELED (the kernel holds it).
  *
  * This file only answers: which member waits, which one a change releases,
  * which parent shuts down. The kernel (kernel.c) starts and stops them.
@@ -35,16 +39,18 @@ static pnode *next_member(pnode *pn) {
   return s;
 }
 
-int arbor__strategy_spreads(pnode *dead, pnode *member) {
+int arbor__strategy_spreads(arbor_engine *e, pnode *dead, pnode *member) {
   switch (strategy_of(dead)) {
   case GS_ONE_FOR_ONE:
     return 0;
   case GS_REST_FOR_ONE:
+    if (arbor__decide_temporary(e, dead)) return 0;
     for (pnode *s = next_member(dead); s; s = next_member(s))
       if (s == member) return 1;
     return 0;
   default:
-    return 1;
+    return !arbor__decide_temporary(e, dead); /* OTP: it is not restarted,
+                                                 so nothing else is */
   }
 }
 
@@ -96,29 +102,35 @@ pnode *arbor__strategy_released(arbor_engine *e, pnode *pn) {
 
 /* ---- significant children (OTP's auto_shutdown) ---------------------- */
 
-static int all_significant_done(pnode *parent) {
+/* Every significant child of parent ended by itself: DONE, or DEAD when
+   temporary (OTP's temporary child that died). */
+static int all_significant_ended(arbor_engine *e, pnode *parent) {
   for (arbor_node *c = parent->n.first; c; c = c->next) {
     pnode *pc = (pnode *)c;
     if (!(pc->gflags & GF_SIGNIFICANT)) continue;
-    if (c->state != ARBOR_DONE || arbor_node_running(c)) return 0;
+    if (arbor_node_running(c)) return 0;
+    if (c->state == ARBOR_DONE) continue;
+    if (c->state != ARBOR_DEAD || !arbor__decide_temporary(e, pc)) return 0;
   }
   return 1;
 }
 
-pnode *arbor__strategy_shutdown(arbor_engine *e, pnode *pn) {
+pnode *arbor__strategy_shutdown(arbor_engine *e, pnode *pn, arbor_state s) {
   pnode *p = (pnode *)pn->n.parent;
   if (!p || !(pn->gflags & GF_SIGNIFICANT) || e->closing) return NULL;
   int mode = (p->gflags & GF_AUTO) >> 4;
   if (mode == GA_NEVER || !arbor_node_running(&p->n) ||
       arbor_node_canceled(&p->n) || (p->pflags & PN_AUTODONE))
     return NULL;
-  if (mode == GA_ALL && !all_significant_done(p)) return NULL;
+  if (s == ARBOR_DEAD && !arbor__decide_temporary(e, pn)) return NULL;
+  if (mode == GA_ALL && !all_significant_ended(e, p)) return NULL;
   char *dn = arbor_node_dn_dup(&pn->n);
   arbor_str *why = arbor_str_fmt("auto_shutdown (%s): significant child %s "
-                                 "done",
+                                 "%s",
                                  mode == GA_ANY ? "any_significant"
                                                 : "all_significant",
-                                 dn ? dn : "?");
+                                 dn ? dn : "?",
+                                 s == ARBOR_DONE ? "done" : "ended (temporary)");
   free(dn);
   arbor_engine_event(e, p, ARBOR_EV_POLICY, why);
   arbor_str_set(&p->error, why);

@@ -16,6 +16,7 @@ typedef struct arbor_child_opts {
   unsigned lc; /* lifecycle and sidecar (ARBOR_LC_*) */
   int gflags;     /* GF_SIGNIFICANT, GF_AUTO, GF_STRATEGY, GF_ORDERED */
   int grouping;   /* strategy or ordered given (ctx:group only) */
+  int parallel;   /* stop = "parallel": PN_PARALLEL */
 } arbor_child_opts;
 
 /* Reads the strategy options of ctx:run / ctx:group / the root (key at -2,

@@ -210,7 +210,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
   o->policy_idx = 0;
   o->shutdown = 5.0;
   o->lc = ARBOR_LC_MAIN;
-  o->gflags = o->grouping = 0;
+  o->gflags = o->grouping = o->parallel = 0;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
     arbor_dn_error(L, parent, "%s: options must be a table, got %s", what,
@@ -285,6 +285,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
   c->shutdown = o->shutdown;
   c->gflags = (uint8_t)o->gflags;
+  if (o->parallel) c->pflags |= PN_PARALLEL;
   pn_lc(c) = (uint8_t)o->lc;
   arbor_lc_register(e, c);
   return c;

@@ -120,7 +120,7 @@ static int l_set_log(lua_State *L) {
   return set_ref(L, &e->log_ref, 2);
 }
 
-/* e:start(fn, policy_or_nil, shutdown) */
+/* e:start(fn, policy_or_nil, shutdown, auto_shutdown, stop) */
 static int l_start(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
   pnode *root = (pnode *)e->tree.root;
@@ -135,8 +135,15 @@ static int l_start(lua_State *L) {
     arbor_strategy_opt(L, "auto_shutdown", &o, root, "start");
     lua_pop(L, 2);
   }
+  if (!lua_isnoneornil(L, 6)) { /* how the root's children stop */
+    lua_pushliteral(L, "stop");
+    lua_pushvalue(L, 6);
+    arbor_strategy_opt(L, "stop", &o, root, "start");
+    lua_pop(L, 2);
+  }
   int policy = lua_isnoneornil(L, 3) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 3);
   root->gflags = (uint8_t)o.gflags;
+  if (o.parallel) root->pflags |= PN_PARALLEL;
   arbor_engine_start_root(e, fn, policy, luaL_optnumber(L, 4, 5.0));
   return 0;
 }

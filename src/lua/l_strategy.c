@@ -43,6 +43,7 @@ int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
                                            "one_for_one", NULL};
   static const char *const autos[] = {"never", "any_significant",
                                       "all_significant", NULL};
+  static const char *const stops[] = {"ordered", "parallel", NULL};
   if (strcmp(key, "strategy") == 0) {
     o->gflags = (o->gflags & ~GF_STRATEGY) | pick(L, strategies, key, where, what);
     o->grouping = 1;
@@ -53,6 +54,8 @@ int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
     if (boolean(L, key, where, what)) o->gflags |= GF_SIGNIFICANT;
   } else if (strcmp(key, "auto_shutdown") == 0) {
     o->gflags = (o->gflags & ~GF_AUTO) | (pick(L, autos, key, where, what) << 4);
+  } else if (strcmp(key, "stop") == 0) { /* how its children stop (T12) */
+    o->parallel = pick(L, stops, key, where, what);
   } else {
     return 0;
   }
