@@ -43,26 +43,67 @@ function NodeMethods.stop(self)
   acted(self)
 end
 
---- node:swap(fn [, {restart = true}]): the next start runs fn (T13).
+-- The {restart = true} option of swap and unswap, checked.
+local function restart_option(what, dn, opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(what .. " " .. dn .. ": options must be a table, got " .. type(opts), 3)
+  end
+  for k in pairs(opts or {}) do
+    if k ~= "restart" then
+      error(what .. " " .. dn .. ": unknown option '" .. core.cut(k) .. "'", 3)
+    end
+  end
+  return opts and opts.restart
+end
+
+-- An error of the engine's (it names the DN) raised at the caller of the
+-- node method, without the position inside this file.
+local function raise(err)
+  error((tostring(err):gsub("^[^\n]-:%d+: ", "")), 3)
+end
+
+--- node:swap(fn [, {restart = true}]): the next start runs fn (T13). The
+-- swap lasts: a node created again at this DN (its parent restarted) runs
+-- fn too, until node:unswap().
 function NodeMethods.swap(self, fn, opts)
   local e, dn = view_engine(self)
   if type(fn) ~= "function" then
     error("swap " .. dn .. ": the runnable must be a function, got " .. type(fn), 2)
   end
-  if opts ~= nil and type(opts) ~= "table" then
-    error("swap " .. dn .. ": options must be a table, got " .. type(opts), 2)
-  end
-  for k in pairs(opts or {}) do
-    if k ~= "restart" then
-      error("swap " .. dn .. ": unknown option '" .. core.cut(k) .. "'", 2)
-    end
-  end
-  e:swap(dn, fn, opts and opts.restart)
+  e:swap(dn, fn, restart_option("swap", dn, opts))
+  acted(self)
+end
+
+--- node:unswap([{restart = true}]): the next start runs the script's
+-- runnable again.
+function NodeMethods.unswap(self, opts)
+  local e, dn = view_engine(self)
+  local ok, err = pcall(e.unswap, e, dn, restart_option("unswap", dn, opts))
+  if not ok then raise(err) end
+  acted(self)
+end
+
+--- node:run(name, fn [, opts]): adds a child to this running node, as its
+-- ctx:run would; it lasts until this node's next restart.
+function NodeMethods.run(self, name, fn, opts)
+  local e, dn = view_engine(self)
+  local ok, err = pcall(e.add_child, e, dn, name, fn, opts)
+  if not ok then raise(err) end
+  acted(self)
+end
+
+--- node:remove(): stops the node in order (T12) and removes it from the tree
+-- once it has exited; its swaps and policy go with it.
+function NodeMethods.remove(self)
+  local e, dn = view_engine(self)
+  local ok, err = pcall(e.remove, e, dn)
+  if not ok then raise(err) end
   acted(self)
 end
 
 --- node:set_policy(p): p decides this node's next restart; the failure
--- history is kept (T13). nil restores the default policy.
+-- history is kept (T13). It lasts as a swap does; nil restores the policy
+-- the script gave (or the default when it gave none).
 function NodeMethods.set_policy(self, p)
   local e, dn = view_engine(self)
   if p ~= nil and type(p) ~= "function" then
@@ -85,6 +126,7 @@ local NodeView = {
     local m = NodeMethods[k]
     if m then return m end
     local e, dn = view_engine(self)
+    if k == "overridden" then return e:overridden(dn) end
     if k == "why" or k == "explanation" then
       local sentence, why = explain(e, dn)
       if not sentence then return nil end

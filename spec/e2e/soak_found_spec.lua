@@ -103,8 +103,8 @@ describe("soak findings", function()
     local b = assert(core.connect(e.sock))
     -- A: replaces a policy (one event each time) for a second, in slices
     assert(a:send(json.encode({id = 1, op = "eval", code = [[
-      local n, t0 = arbor.node("root.a"), os.clock()
-      while os.clock() - t0 < 1 do n:set_policy(nil) end]]})))
+      local n, t0, p = arbor.node("root.a"), os.clock(), arbor.policy.immediate()
+      while os.clock() - t0 < 1 do n:set_policy(p) end]]})))
     os.execute("sleep 0.2")
     -- B: the last 3 events, then every new one
     assert(b:send(json.encode({id = 2, op = "events", n = 3, follow = true, json = true})))

@@ -350,6 +350,11 @@ void arbor_tree_discard_children(arbor_node *n) {
   }
 }
 
+void arbor_tree_discard(arbor_node *n) {
+  detach_subtree(n);
+  detach_one(n);
+}
+
 void arbor_tree_close(arbor_tree *t) {
   if (t->root) {
     arbor_tree_discard_children(t->root);

@@ -160,6 +160,8 @@ size_t arbor_tree_cancel(arbor_node *n, arbor_exempt_fn exempt,
 /* Discards n's children (detaching the subtree); n's subtree must have
    exited. */
 void arbor_tree_discard_children(arbor_node *n);
+/* Detaches n (not the root) and its subtree from the tree. */
+void arbor_tree_discard(arbor_node *n);
 
 /* References: a node is freed once detached and unreferenced. */
 void arbor_node_ref(arbor_node *n);

@@ -46,6 +46,7 @@ enum {
   PN_LC_QUEUED = 1u << 11, /* its coordinator waits to be answered
                               (lifecycle.c; holds a node reference) */
   PN_LC_BUSY = 1u << 12,   /* its coordinator's answer is being performed */
+  PN_REMOVE = 1u << 14,    /* node:remove: discarded once its subtree exited */
   PN_PARALLEL = 1u << 13,  /* option stop = "parallel": its children are
                               told to stop all at once (kept across
                               incarnations) */
@@ -159,6 +160,8 @@ struct arbor_engine {
   pnode *dn_pn;          /* the node whose DN string is at dn_ref (a node */
   int dn_ref;            /* has several events in a row: l_engine.c) */
   int log_ref;           /* log sink or LUA_NOREF */
+  int overrides_ref;     /* runtime swaps by DN (l_override.c), LUA_NOREF */
+  size_t noverrides;     /* entries in it */
   int virtual_clock;
   double vnow;
   double step_now;       /* real clock: time of the current step */
@@ -260,6 +263,11 @@ void arbor_engine_cancel(arbor_engine *e, pnode *pn);
 int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err);
 /* Holds a node down: canceled and not restarted until restarted by hand. */
 void arbor_engine_hold(arbor_engine *e, pnode *pn);
+/* Why pn cannot be removed, or NULL. */
+const char *arbor_engine_remove_check(const pnode *pn);
+/* Holds pn down and removes it from the tree once its subtree has exited
+   (at once when it has). arbor_engine_remove_check(pn) said NULL. */
+void arbor_engine_remove(arbor_engine *e, pnode *pn);
 /* Makes the running incarnation of pn raise the error value on top of e->L
    (popped) at its current yield point. */
 int arbor_engine_fail(arbor_engine *e, pnode *pn);

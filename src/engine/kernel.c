@@ -243,13 +243,19 @@ static void poststop_ended(arbor_engine *e, pnode *pn) {
 /* Walks up from a node whose subtree may just have exited: ordered stops
    waiting on it advance, and the GC decides a restart. O(depth). */
 static void after_exit(arbor_engine *e, pnode *pn) {
-  arbor_node *a = &pn->n;
+  arbor_node *a = &pn->n, *removed = NULL;
   if (a->flags & ARBOR_F_DETACHED) return; /* discarded meanwhile */
   while (a->parent && a->live == 0) {
     pnode *p = (pnode *)a->parent;
+    if (((pnode *)a)->pflags & PN_REMOVE) removed = a;
     if ((p->pflags & PN_STOPPING) && p->stop && p->stop->cursor == (pnode *)a)
       stop_advance(e, p);
     a = a->parent;
+  }
+  if (removed) { /* node:remove: its subtree exited, it goes */
+    pn = (pnode *)removed->parent;
+    arbor_tree_discard(removed);
+    if (pn->n.live > 0) return;
   }
   arbor_node_ref(a = &pn->n); /* a decision may discard pn */
   arbor_node *cand = arbor_gc_candidate(a);

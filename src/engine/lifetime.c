@@ -156,7 +156,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   arbor_timers_init(&e->timers);
   e->L = lua_newthread(L);
   e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  e->default_policy_ref = e->log_ref = LUA_NOREF;
+  e->default_policy_ref = e->log_ref = e->overrides_ref = LUA_NOREF;
   e->outbox_cap = ARBOR_OUTBOX_CAP;
   e->dn_ref = LUA_NOREF;
   lua_newtable(L);
@@ -253,6 +253,7 @@ void arbor_engine_free(arbor_engine *e) {
   arbor__deliver_free(e);
   luaL_unref(L, LUA_REGISTRYINDEX, e->dn_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->overrides_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);
   if (e->tree.allocated == 0)
     free(e);

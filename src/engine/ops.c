@@ -22,6 +22,23 @@ void arbor_engine_hold(arbor_engine *e, pnode *pn) {
   arbor__tr_held(e, pn);
 }
 
+const char *arbor_engine_remove_check(const pnode *pn) {
+  const pnode *parent = (const pnode *)pn->n.parent;
+  if (!parent) return "the root cannot be removed (stop the tree instead)";
+  if (pn->gflags & GF_MEMBER)
+    return "it is a member of a group, whose strategy ties it to its "
+           "siblings (stop it, or restart its parent)";
+  if (parent->coord)
+    return "its parent orders its children with lifecycle gates (stop it, "
+           "or restart its parent)";
+  return NULL;
+}
+
+void arbor_engine_remove(arbor_engine *e, pnode *pn) {
+  pn->pflags |= PN_REMOVE; /* kernel.c discards it once it exited */
+  arbor_engine_hold(e, pn);
+}
+
 void arbor_engine_stop(arbor_engine *e) {
   e->stop_requested = 1;
   arbor_engine_hold(e, (pnode *)e->tree.root);

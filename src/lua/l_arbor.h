@@ -29,6 +29,17 @@ int arbor_strategy_opt(lua_State *L, const char *key, arbor_child_opts *o,
 void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
                           const pnode *where, const char *what);
 
+/* l_override.c: runtime swaps and policies kept by DN (T13). c was just
+   created with the runnable at fn_idx and the policy at policy_idx (0:
+   none): an override for its DN replaces them. */
+void arbor_override_spawn(lua_State *L, pnode *c, int fn_idx, int policy_idx);
+/* pn is removed: its overrides go too. */
+void arbor_override_drop(lua_State *L, pnode *pn);
+
+/* l_ctx.c: e:add_child(dn, name, fn [, opts]), node:run (registered with
+   the other runtime changes, l_override.c). */
+int arbor_l_add_child(lua_State *L);
+
 /* l_util.c: helpers shared by the bindings. */
 
 /* Registers the userdata type name (the metatable arbor.Type): methods m as
@@ -73,6 +84,7 @@ arbor_engine *arbor_check_engine(lua_State *L, int idx);
 void arbor_open_ctx(lua_State *L);
 void arbor_open_engine(lua_State *L);
 void arbor_open_view(lua_State *L); /* after arbor_open_engine */
+void arbor_open_override(lua_State *L); /* after arbor_open_engine */
 void arbor_open_control(lua_State *L);
 void arbor_open_conn(lua_State *L);
 void arbor_open_slice(lua_State *L);

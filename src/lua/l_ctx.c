@@ -283,6 +283,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   arbor_engine *e = pn_engine(parent);
   c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
   if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
+  arbor_override_spawn(L, c, fn_idx, o->policy_idx);
   c->shutdown = o->shutdown;
   c->gflags = (uint8_t)o->gflags;
   if (o->parallel) c->pflags |= PN_PARALLEL;
@@ -302,23 +303,42 @@ static void launch(pnode *c) {
   if (arbor_lc_admit(c)) arbor_engine_start(pn_engine(c), c);
 }
 
-static int ctx_run(lua_State *L) {
-  pnode *pn = arbor_check_ctx(L, 1);
+/* Adds and starts a child of pn: its name, runnable and options are the
+   arguments at at, at + 1 and at + 2. what names the caller in errors. */
+static int add_child(lua_State *L, pnode *pn, int at, const char *what) {
   size_t len;
-  if (lua_type(L, 2) != LUA_TSTRING)
-    return arbor_dn_error(L, pn, "ctx:run(name, fn): name must be a string, "
-                          "got %s", luaL_typename(L, 2));
-  const char *name = lua_tolstring(L, 2, &len);
-  if (!lua_isfunction(L, 3))
+  if (lua_type(L, at) != LUA_TSTRING)
+    return arbor_dn_error(L, pn, "%s(name, fn): name must be a string, "
+                          "got %s", what, luaL_typename(L, at));
+  const char *name = lua_tolstring(L, at, &len);
+  if (!lua_isfunction(L, at + 1))
     return arbor_dn_error(L, pn,
-                          "ctx:run('%s', fn): the runnable must be a "
+                          "%s('%s', fn): the runnable must be a "
                           "function, got %s",
-                          arbor_push_cut(L, name, len), luaL_typename(L, 3));
+                          what, arbor_push_cut(L, name, len),
+                          luaL_typename(L, at + 1));
   arbor_child_opts o;
-  read_opts(L, 4, pn, &o, "ctx:run");
-  check_gate(L, pn, &o, "ctx:run", name, len);
-  launch(spawn(L, pn, name, len, 3, &o));
+  read_opts(L, at + 2, pn, &o, what);
+  check_gate(L, pn, &o, what, name, len);
+  launch(spawn(L, pn, name, len, at + 1, &o));
   return 0;
+}
+
+static int ctx_run(lua_State *L) {
+  return add_child(L, arbor_check_ctx(L, 1), 2, "ctx:run");
+}
+
+/* e:add_child(dn, name, fn [, opts]): node:run, a child added from outside
+   (the REPL, `arbor ctl eval`) to a running node; it lasts until that
+   node's next restart, which runs the script again. */
+int arbor_l_add_child(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  pnode *pn = arbor_check_node(L, e, 2);
+  if (!arbor_node_running(&pn->n) || arbor_node_canceled(&pn->n))
+    return luaL_error(L, "run %s: the node is not running (state %s)",
+                      lua_tostring(L, 2),
+                      arbor_state_name((arbor_state)pn->n.state));
+  return add_child(L, pn, 3, "node:run");
 }
 
 static int cmp_names(const void *a, const void *b) {

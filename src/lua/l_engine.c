@@ -321,43 +321,6 @@ static int l_hold(lua_State *L) {
   return 0;
 }
 
-/* e:swap(dn, fn, restart) (T13) */
-static int l_swap(lua_State *L) {
-  arbor_engine *e = check_engine(L, 1);
-  pnode *pn = arbor_check_node(L, e, 2);
-  if (!lua_isfunction(L, 3))
-    return luaL_error(L, "swap %s: the runnable must be a function, got %s",
-                      lua_tostring(L, 2), luaL_typename(L, 3));
-  int ref = arbor_engine_ref_fn(e, L, 3);
-  arbor_engine_unref_fn(e, pn->fn_ref);
-  pn->fn_ref = ref;
-  arbor_str *r = arbor_str_lit("runnable swapped");
-  arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
-  arbor_str_unref(r);
-  if (lua_toboolean(L, 4)) {
-    const char *err = NULL;
-    if (arbor_engine_restart(e, pn, &err) < 0)
-      return luaL_error(L, "swap %s: %s", lua_tostring(L, 2), err);
-  }
-  return 0;
-}
-
-/* e:set_policy(dn, p) (T13); nil restores the default. */
-static int l_set_policy(lua_State *L) {
-  arbor_engine *e = check_engine(L, 1);
-  pnode *pn = arbor_check_node(L, e, 2);
-  if (!lua_isnoneornil(L, 3) && !lua_isfunction(L, 3))
-    return luaL_error(L, "set_policy %s: the policy must be a function, got %s",
-                      lua_tostring(L, 2), luaL_typename(L, 3));
-  int ref = lua_isnoneornil(L, 3) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 3);
-  arbor_engine_unref_fn(e, pn->policy_ref);
-  pn->policy_ref = ref;
-  arbor_str *r = arbor_str_lit("policy replaced");
-  arbor_engine_event(e, pn, ARBOR_EV_POLICY, r);
-  arbor_str_unref(r);
-  return 0;
-}
-
 /* e:fail(dn, err) */
 static int l_fail(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
@@ -444,8 +407,6 @@ static const luaL_Reg engine_methods[] = {
     {"restart", l_restart},
     {"cancel", l_cancel},
     {"hold", l_hold},
-    {"swap", l_swap},
-    {"set_policy", l_set_policy},
     {"fail", l_fail},
     {"logs", l_logs},
     {"stuck", l_stuck},

@@ -1,0 +1,81 @@
+-- Issue 15 (7), end to end: a swap made over `arbor ctl eval` survives its
+-- parent's restart; node:run adds a real process to a live node, and
+-- node:remove stops and removes it.
+local json = require "arbor.json"
+local support = require "e2e.support"
+local bin, q, sh, read, eventually = support.bin, support.q, support.sh, support.read, support.eventually
+
+local function ctl(e, args) return sh(bin .. " ctl " .. q(e.sock) .. " " .. args) end
+
+local function node(e, dn)
+  local code, out = ctl(e, "node " .. dn .. " --json")
+  return code == 0 and json.decode(out) or nil
+end
+
+local function last_line(e, dn)
+  local code, out = ctl(e, "logs " .. dn .. " -n 1")
+  return code == 0 and out or ""
+end
+
+describe("runtime changes, end to end", function()
+  local e
+  before_each(function()
+    local dir = support.mktemp()
+    e = {dir = dir, sock = dir .. "/ctl.sock"}
+    local p = io.popen(string.format("sh -c 'echo $$; exec %s run --quiet --control %s %s' > %s/out 2>&1 & echo $!",
+      bin, q(e.sock), "spec/e2e/fixtures/runtime_change.lua", q(dir)))
+    e.pid = tonumber(p:read("l"))
+    p:close()
+    assert.is_true(eventually(function()
+      local n = node(e, "root.sup.worker")
+      return n and n.state == "HEALTHY"
+    end))
+  end)
+
+  after_each(function()
+    os.execute("kill " .. e.pid .. " 2>/dev/null")
+    eventually(function() return os.execute("kill -0 " .. e.pid .. " 2>/dev/null") ~= true end)
+    os.execute("rm -rf " .. q(e.dir))
+  end)
+
+  it("a swap survives the parent's restart, until unswap", function()
+    local code, out = ctl(e, "eval " .. q([[
+      arbor.node("root.sup.worker"):swap(function(w)
+        w:log("swapped") w:signal("healthy") w:wait()
+      end, {restart = true})]]))
+    assert.equal(0, code, out)
+    assert.is_true(eventually(function() return last_line(e, "root.sup.worker"):find("swapped") end))
+    code, out = ctl(e, "restart root.sup")
+    assert.equal(0, code, out)
+    assert.is_true(eventually(function()
+      local n = node(e, "root.sup")
+      return n and n.incarnation == 2 and n.state == "HEALTHY"
+    end))
+    assert.is_true(eventually(function() return last_line(e, "root.sup.worker"):find("swapped") end))
+    code, out = ctl(e, "eval " .. q([[return arbor.node("root.sup.worker").overridden]]))
+    assert.matches("runnable = true", out, 1, true)
+    code, out = ctl(e, "eval " .. q([[arbor.node("root.sup.worker"):unswap{restart = true}]]))
+    assert.equal(0, code, out)
+    assert.is_true(eventually(function() return last_line(e, "root.sup.worker"):find("script") end))
+  end)
+
+  it("node:run adds a real process to a live node; node:remove stops and removes it", function()
+    local code, out = ctl(e, "eval " .. q([[
+      arbor.node("root.sup"):run("extra",
+        arbor.exec({"sh", "-c", "sleep 1000", "arbor-remove-marker"}))]]))
+    assert.equal(0, code, out)
+    assert.is_true(eventually(function()
+      local n = node(e, "root.sup.extra")
+      return n and n.state == "HEALTHY"
+    end))
+    local marked = function() return (select(2, sh("pgrep -f 'arbor-remove-marke[r]'"))) end
+    assert.matches("%d", marked())
+    code, out = ctl(e, "eval " .. q([[arbor.node("root.sup.extra"):remove()]]))
+    assert.equal(0, code, out)
+    assert.is_true(eventually(function() return node(e, "root.sup.extra") == nil end))
+    assert.is_true(eventually(function() return marked() == "" end))
+    code, out = ctl(e, "eval " .. q([[arbor.node("root"):remove()]]))
+    assert.equal(1, code)
+    assert.matches("remove root: the root cannot be removed", out, 1, true)
+  end)
+end)
