@@ -36,10 +36,6 @@ void arbor_override_spawn(lua_State *L, pnode *c, int fn_idx, int policy_idx);
 /* pn is removed: its overrides go too. */
 void arbor_override_drop(lua_State *L, pnode *pn);
 
-/* l_ctx.c: e:add_child(dn, name, fn [, opts]), node:run (registered with
-   the other runtime changes, l_override.c). */
-int arbor_l_add_child(lua_State *L);
-
 /* l_util.c: helpers shared by the bindings. */
 
 /* Registers the userdata type name (the metatable arbor.Type): methods m as
@@ -81,8 +77,8 @@ arbor_engine *arbor_check_engine(lua_State *L, int idx);
 
 /* Each adds its functions to the module table on top, called in this order
    by luaopen_arbor_core (l_core.c); [-0, +0, m]. */
-void arbor_open_ctx(lua_State *L);
 void arbor_open_engine(lua_State *L);
+void arbor_open_ctx(lua_State *L); /* after arbor_open_engine */
 void arbor_open_view(lua_State *L); /* after arbor_open_engine */
 void arbor_open_override(lua_State *L); /* after arbor_open_engine */
 void arbor_open_control(lua_State *L);

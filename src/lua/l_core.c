@@ -71,8 +71,8 @@ static const luaL_Reg funcs[] = {
 
 int luaopen_arbor_core(lua_State *L) {
   luaL_newlib(L, funcs);
-  arbor_open_ctx(L);
   arbor_open_engine(L);
+  arbor_open_ctx(L); /* after arbor_open_engine: adds e:add_child */
   arbor_open_view(L);
   arbor_open_override(L);
   arbor_open_control(L);

@@ -331,7 +331,7 @@ static int ctx_run(lua_State *L) {
 /* e:add_child(dn, name, fn [, opts]): node:run, a child added from outside
    (the REPL, `arbor ctl eval`) to a running node; it lasts until that
    node's next restart, which runs the script again. */
-int arbor_l_add_child(lua_State *L) {
+static int l_add_child(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);
   pnode *pn = arbor_check_node(L, e, 2);
   if (!arbor_node_running(&pn->n) || arbor_node_canceled(&pn->n))
@@ -478,4 +478,9 @@ void arbor_open_ctx(lua_State *L) {
   lua_pushcfunction(L, l_self);
   lua_setfield(L, -2, "self");
   luaL_setfuncs(L, ctx_private, 0);
+  luaL_getmetatable(L, ARBOR_ENGINE_MT);
+  lua_getfield(L, -1, "__index");
+  lua_pushcfunction(L, l_add_child);
+  lua_setfield(L, -2, "add_child");
+  lua_pop(L, 2);
 }

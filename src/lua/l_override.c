@@ -223,7 +223,6 @@ void arbor_open_override(lua_State *L) {
       {"unswap", l_unswap},
       {"set_policy", l_set_policy},
       {"overridden", l_overridden},
-      {"add_child", arbor_l_add_child},
       {"remove", l_remove},
       {NULL, NULL},
   };
