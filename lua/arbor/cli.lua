@@ -3,16 +3,18 @@
 -- script runs, and the exit status once it ran.
 local M = {}
 
---- Under `arbor run`: {quiet, control, script, default}; nil elsewhere.
+--- Under `arbor run`: {quiet, control, script, default, http}; nil
+-- elsewhere.
 M.options = nil
 
 local last_run -- {ok, reason} of the last arbor.run
 
---- setup(quiet, control, script): called by the binary before the script.
+--- setup(quiet, control, script, extra): called by the binary before the
+-- script; extra: {http = "ADDR:PORT"} as given.
 -- control: the socket path, false for none, nil for the default: then
 -- $ARBOR_CONTROL (a path, or "none"), else the default path, which may fail
 -- with a warning unless another arbor is serving it.
-function M.setup(quiet, control, script)
+function M.setup(quiet, control, script, extra)
   local default = false
   if control == nil then
     local env = os.getenv("ARBOR_CONTROL")
@@ -25,7 +27,8 @@ function M.setup(quiet, control, script)
       default = true
     end
   end
-  M.options = {quiet = quiet, control = control, script = script, default = default}
+  M.options = {quiet = quiet, control = control, script = script, default = default,
+    http = extra and extra.http}
 end
 
 --- Called by arbor.run with what it returns.

@@ -9,6 +9,7 @@ local term = require "arbor.term"
 local render = require "arbor.render"
 local node = require "arbor.node"
 local arbor_cli = require "arbor.cli"
+local metrics = require "arbor.metrics"
 local explain = require("arbor.explain").explain
 local message = require("arbor.failure").message
 require "arbor.ctx" -- the ctx methods written in Lua
@@ -66,7 +67,7 @@ end
 local run_options = {policy = true, default_policy = true, shutdown = true,
   seed = true, ring = true, ring_bytes = true, outbox = true, signals = true,
   log = true, on_event = true, quiet = true, runaway = true, control = true,
-  auto_shutdown = true, stop = true}
+  auto_shutdown = true, stop = true, http = true, max_series = true}
 
 --- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
 -- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
@@ -106,6 +107,14 @@ function M.run(root, opts)
   if core.current() or running_engine then
     error("arbor.run: a tree is already running in this process", 2)
   end
+  local http_addr = opts.http
+  if http_addr == nil and arbor_cli.options then http_addr = arbor_cli.options.http end
+  if http_addr ~= nil and http_addr ~= false and type(http_addr) ~= "string" then
+    error("arbor.run: option 'http' must be ADDR:PORT or false, got " .. type(http_addr), 2)
+  end
+  if opts.max_series ~= nil and (math.type(opts.max_series) ~= "integer" or opts.max_series < 1) then
+    error("arbor.run: option 'max_series' must be an integer >= 1, got " .. tostring(opts.max_series), 2)
+  end
   local e = core.engine{virtual = false, seed = opts.seed or os.time(),
     ring = opts.ring, ring_bytes = opts.ring_bytes, outbox = opts.outbox,
     signals = opts.signals ~= false, runaway = opts.runaway}
@@ -144,6 +153,23 @@ function M.run(root, opts)
       server.on_log(dn, line, time)
     end
   end
+  local web
+  if http_addr then
+    local err
+    web, err = require("arbor.http").serve(e, http_addr, {max_series = opts.max_series})
+    if not web then
+      if server then server.close() end
+      e:close()
+      if arbor_cli.options then
+        error(setmetatable({}, {__tostring = function() return "arbor: " .. err end}))
+      end
+      error("arbor.run: " .. err, 2)
+    end
+    if not quiet then
+      io.stderr:write(string.format("arbor: serving http://%s:%d (/metrics /healthz /readyz /tree)\n",
+        web.host, web.port))
+    end
+  end
   if sink then e:set_log(sink) end
   if not quiet then
     e:subscribe(function(ev) io.stderr:write(show(render.event(ev)), "\n") end)
@@ -164,6 +190,7 @@ function M.run(root, opts)
       or reason)
   end
   if server then server.close() end
+  if web then web.close() end
   e:close()
   if not ok then error(result, 0) end
   arbor_cli.ran(result, reason)
@@ -174,6 +201,17 @@ end
 -- service manager that started arbor ($NOTIFY_SOCKET): true when sent, false
 -- when there is none, nil, "ENAME: message", "ENAME" when sending failed.
 M.notify = core.sd_notify
+
+--- arbor.metrics([opts]) -> the running tree's metrics as a table of
+-- families (docs/observability.md); opts: max_series.
+function M.metrics(opts) return metrics.table(engine(), opts) end
+
+--- arbor.metrics_text([opts]) -> the same in Prometheus' text format
+-- (opts.openmetrics: OpenMetrics').
+function M.metrics_text(opts) return metrics.text(engine(), opts) end
+
+M.counter = metrics.counter
+M.gauge = metrics.gauge
 
 --- Stops the running tree in order (T12); arbor.run then returns.
 function M.stop() engine():stop() end

@@ -23,7 +23,8 @@
 int luaopen_arbor_readline(lua_State *L);
 
 static const char usage[] =
-    "usage: arbor run [--quiet] [--init] [--control PATH | --no-control] SCRIPT [ARGS...]\n"
+    "usage: arbor run [--quiet] [--init] [--control PATH | --no-control]\n"
+    "                 [--http ADDR:PORT] SCRIPT [ARGS...]\n"
     "       arbor repl [--echo] [SOCKET]\n"
     "       arbor ctl [SOCKET] COMMAND [ARGS...] [--json]\n"
     "       arbor --version | --help\n"
@@ -40,6 +41,8 @@ static const char usage[] =
     "  --control PATH serve the control socket at PATH (default: $ARBOR_CONTROL\n"
     "                 if set)\n"
     "  --no-control   serve no control socket (also ARBOR_CONTROL=none)\n"
+    "  --http ADDR:PORT  serve /metrics, /healthz, /readyz and /tree over HTTP\n"
+    "                 (bind a loopback address: there is no authentication)\n"
     "  --init         reap orphaned processes (as a subreaper; automatic as\n"
     "                 PID 1) and forward SIGHUP, SIGUSR1, SIGUSR2 to the\n"
     "                 process groups\n"
@@ -114,10 +117,16 @@ static void set_paths(lua_State *L) {
   lua_pop(L, 2);
 }
 
-/* Runs the script; returns the exit status. control: the socket path,
-   "" for none, NULL for the default. [-0, +0, -] */
-static int run_script(lua_State *L, const char *script, int quiet,
-                      const char *control, int argc, char **argv) {
+/* What `arbor run`'s options say. control: the socket path, "" for none,
+   NULL for the default; http: ADDR:PORT or NULL. */
+typedef struct run_options {
+  int quiet;
+  const char *control, *http;
+} run_options;
+
+/* Runs the script; returns the exit status. [-0, +0, -] */
+static int run_script(lua_State *L, const char *script, const run_options *o,
+                      int argc, char **argv) {
   lua_createtable(L, argc, 1);
   lua_pushstring(L, script);
   lua_rawseti(L, -2, 0);
@@ -135,15 +144,20 @@ static int run_script(lua_State *L, const char *script, int quiet,
   if (!require_module(L, "arbor.cli", h)) return 2;
   int cli = lua_gettop(L);
   lua_getfield(L, cli, "setup");
-  lua_pushboolean(L, quiet);
-  if (!control)
+  lua_pushboolean(L, o->quiet);
+  if (!o->control)
     lua_pushnil(L);
-  else if (!*control)
+  else if (!*o->control)
     lua_pushboolean(L, 0);
   else
-    lua_pushstring(L, control);
+    lua_pushstring(L, o->control);
   lua_pushstring(L, script);
-  if (lua_pcall(L, 3, 0, h) != LUA_OK) {
+  lua_createtable(L, 0, 1);
+  if (o->http) {
+    lua_pushstring(L, o->http);
+    lua_setfield(L, -2, "http");
+  }
+  if (lua_pcall(L, 4, 0, h) != LUA_OK) {
     fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
     return 2;
   }
@@ -243,19 +257,22 @@ int main(int argc, char **argv) {
     fprintf(stderr, "arbor: unknown command '%s'\n%s", argv[1], usage);
     return 2;
   }
-  int i = 2, quiet = 0, init = getpid() == 1;
-  const char *control = NULL;
+  int i = 2, init = getpid() == 1;
+  run_options o = {0};
   for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
     if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
-      quiet = 1;
+      o.quiet = 1;
     } else if (strcmp(argv[i], "--no-control") == 0) {
-      control = "";
-    } else if (strcmp(argv[i], "--control") == 0) {
+      o.control = "";
+    } else if (strcmp(argv[i], "--control") == 0 ||
+               strcmp(argv[i], "--http") == 0) {
+      int http = argv[i][2] == 'h';
       if (i + 1 >= argc || !argv[i + 1][0]) {
-        fprintf(stderr, "arbor: --control needs a PATH\n%s", usage);
+        fprintf(stderr, "arbor: %s needs %s\n%s", argv[i],
+                http ? "ADDR:PORT" : "a PATH", usage);
         return 2;
       }
-      control = argv[++i];
+      *(http ? &o.http : &o.control) = argv[++i];
     } else if (strcmp(argv[i], "--init") == 0) {
       init = 1;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -277,8 +294,7 @@ int main(int argc, char **argv) {
   if (!L) return 2;
   if (init && arbor_reaper_start(arbor_home_loop(L)) < 0)
     fputs("arbor: --init: cannot become a subreaper\n", stderr);
-  int status =
-      run_script(L, argv[i], quiet, control, argc - i - 1, argv + i + 1);
+  int status = run_script(L, argv[i], &o, argc - i - 1, argv + i + 1);
   lua_close(L);
   return status;
 }

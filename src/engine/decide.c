@@ -213,6 +213,7 @@ static int consult(arbor_engine *e, pnode *pn, double *delay) {
       arbor_str_unref(msg);
       lua_pop(L, 1);
     }
+    e->policy_faults++;
     arbor_engine_event(e, pn, ARBOR_EV_POLICY, why);
     arbor_engine_log(e, pn, why);
     arbor_str_unref(why);

@@ -9,6 +9,8 @@
 void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                        arbor_state from, arbor_state to, arbor_str *reason,
                        double delay) {
+  if (kind == ARBOR_EV_STATE && from != to)
+    arbor__metrics_transition(pn, from, to);
   arbor_ring_push(&e->ring, arbor__step_time(e), &pn->n, kind, from, to,
                   reason);
   arbor_event *ev = arbor_ring_newest(&e->ring);

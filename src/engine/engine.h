@@ -71,6 +71,7 @@ enum { DECISION_NONE = 0, DECISION_RESTART, DECISION_STOP, DECISION_ESCALATE };
 #define ARBOR_LOG_LINES 64
 #define ARBOR_THREAD_POOL 256
 #define ARBOR_FAILURES 16
+#define ARBOR_TURN_BUCKETS 6
 
 typedef struct arbor_logs {
   arbor_str *line[ARBOR_LOG_LINES];
@@ -90,6 +91,12 @@ typedef struct pnode_hist {
   int memory_ref;  /* LUA_NOREF until a policy reads ev.memory */
   struct arbor_window_list *windows; /* intensity windows, by period */
 } pnode_hist;
+
+/* A node's state changes, by from and to state (metrics.c), made at its
+   first change that is not its first start or first HEALTHY. */
+typedef struct pnode_counts {
+  uint32_t tr[5][5];
+} pnode_counts;
 
 /* What a node needs while it is being stopped, made at its first stop:
    most nodes never stop, and this keeps them smaller. */
@@ -118,6 +125,7 @@ typedef struct pnode {
   arbor_str *error, *trace;
   double healthy_at;   /* engine time the incarnation became HEALTHY, or -1 */
   pnode_hist *failures; /* failure history, lazily allocated */
+  pnode_counts *counts; /* state changes, lazily allocated (metrics.c) */
   arbor_logs *logs;    /* lazily allocated */
   int co_ref;          /* anchors co */
   int fn_ref;          /* the runnable */
@@ -204,6 +212,13 @@ struct arbor_engine {
   uint64_t rng;
   /* counters */
   uint64_t wakeups, resumes, restarts, policy_calls;
+  uint64_t policy_faults; /* calls of a faulty policy (the default decided) */
+  struct {                /* how long each loop turn took (metrics.c) */
+    uint64_t count, bucket[ARBOR_TURN_BUCKETS];
+    double sum;
+  } turns;
+  double wall0;           /* wall-clock seconds at engine time 0 (0 under the
+                             virtual clock): timestamps for people */
   double budget;          /* seconds a policy or subscriber may run */
   int policy_ev_ref;      /* the reused policy event table */
   struct pnode *ev_pn;   /* the node it describes, during its call */
@@ -254,6 +269,12 @@ int arbor_engine_settle(arbor_engine *e);
 int arbor_engine_advance(arbor_engine *e, double dt);
 /* 1 when nothing runs, nothing is queued and no timer is armed. */
 int arbor_engine_finished(arbor_engine *e);
+
+/* metrics.c: pn's count of changes from one state to another. */
+uint32_t arbor_metrics_transitions(const pnode *pn, arbor_state from,
+                                   arbor_state to);
+/* The loop turn histogram's bucket bounds (seconds, increasing). */
+extern const double arbor_metrics_turn_bounds[ARBOR_TURN_BUCKETS];
 
 /* Stops the whole tree in order (T12). */
 void arbor_engine_stop(arbor_engine *e);

@@ -85,6 +85,10 @@ int arbor__decide(arbor_engine *e, pnode *pn, double *delay);
 /* 1 when pn's policy is arbor.policy.never: OTP's temporary child. */
 int arbor__decide_temporary(arbor_engine *e, const pnode *pn);
 
+/* metrics.c: counts a state change of pn (emit.c), a loop turn (loop.c). */
+void arbor__metrics_transition(pnode *pn, arbor_state from, arbor_state to);
+void arbor__metrics_turn(arbor_engine *e, uint64_t ns);
+
 /* call.c */
 int arbor__call_budget(arbor_engine *e, lua_State *L, int nargs);
 

@@ -8,6 +8,7 @@
 
 #include <lauxlib.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "engine/ctx.h"
 #include "engine/home.h"
@@ -46,6 +47,8 @@ static void hook_detached(arbor_node *n, void *ud) {
   }
   free(pn->failures);
   pn->failures = NULL;
+  free(pn->counts);
+  pn->counts = NULL;
   pn->nfail = 0;
   if (pn->logs) {
     for (unsigned i = 0; i < pn->logs->len; i++)
@@ -186,6 +189,9 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->runaway = 10.0;
   e->t0 = uv_hrtime();
   if (!virtual_clock) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    e->wall0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     e->loop = arbor_home_loop(L); /* shared with luv and other engines */
     uv_timer_init(e->loop, &e->timer);
     uv_check_init(e->loop, &e->check);

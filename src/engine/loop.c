@@ -105,7 +105,11 @@ static void rearm_uv_timer(arbor_engine *e) {
 }
 
 static void on_timer(uv_timer_t *h) { pump(h->data); }
-static void on_check(uv_check_t *h) { pump(h->data); }
+static void on_check(uv_check_t *h) { /* once per loop turn */
+  uint64_t t0 = uv_hrtime();
+  pump(h->data);
+  arbor__metrics_turn(h->data, uv_hrtime() - t0);
+}
 
 void arbor__loop_kill_all(arbor_engine *e) {
   e->closing = 1;

@@ -1,0 +1,377 @@
+/* l_metrics.c: the engine's metrics in the Prometheus text exposition
+ * format 0.0.4, or OpenMetrics 1.0 (issue 16, docs/observability.md).
+ *
+ * Everything is read at scrape time from what the engine keeps anyway
+ * (states, restart counts, exit times, metrics.c's counters): scraping
+ * costs the scraper, never the tree. The number of node series is bounded:
+ * past `max_series` nodes, the deepest levels are folded, each subtree
+ * below the cut into one series whose dn is its top's DN followed by ".*"
+ * (its descendants, aggregated), and arbor_node_series_folded counts the
+ * nodes folded.
+ */
+#include <dirent.h>
+#include <lauxlib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mem.h"
+#include "engine/internal.h"
+#include "lua/l_arbor.h"
+
+#define NSTATES 5
+
+/* ---- a growable text buffer ------------------------------------------ */
+
+typedef struct text {
+  char *s;
+  size_t len, cap;
+} text;
+
+static void add(text *t, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < t->cap - t->len) {
+      t->len += (size_t)n;
+      return;
+    }
+    t->cap = t->cap * 2 + (n > 0 ? (size_t)n : 0) + 256;
+    t->s = arbor_xrealloc(t->s, t->cap);
+  }
+}
+
+/* The series writers below append with put and uint, not add: a scrape of
+   100,000 nodes writes a million lines. */
+static void put(text *t, const char *s, size_t len) {
+  if (t->cap - t->len < len + 1) {
+    t->cap = t->cap * 2 + len + 256;
+    t->s = arbor_xrealloc(t->s, t->cap);
+  }
+  memcpy(t->s + t->len, s, len);
+  t->len += len;
+}
+
+#define PUT(t, lit) put(t, lit, sizeof lit - 1)
+
+static void put_uint(text *t, uint64_t v) {
+  char b[24], *p = b + sizeof b;
+  do *--p = (char)('0' + v % 10);
+  while (v /= 10);
+  put(t, p, (size_t)(b + sizeof b - p));
+}
+
+/* "# HELP" and "# TYPE" of a family; a counter's family name drops its
+   _total under OpenMetrics. */
+static void family(text *t, int om, const char *name, const char *type,
+                   const char *help) {
+  size_t len = strlen(name);
+  if (om && strcmp(type, "counter") == 0 && len > 6 &&
+      strcmp(name + len - 6, "_total") == 0)
+    len -= 6;
+  add(t, "# HELP %.*s %s\n# TYPE %.*s %s\n", (int)len, name, help, (int)len,
+      name, type);
+}
+
+/* A number as Prometheus reads it (integers without a fraction). */
+static void value(text *t, double v) {
+  if (v == (double)(int64_t)v && v < 9e15 && v > -9e15)
+    add(t, "%lld\n", (long long)v);
+  else
+    add(t, "%.17g\n", v);
+}
+
+/* ---- node series ------------------------------------------------------ */
+
+typedef struct entry {
+  char *dn;            /* "root.a", or "root.a.*" for a folded subtree */
+  size_t dnlen;
+  uint32_t state[NSTATES]; /* nodes in each state */
+  uint64_t tr[NSTATES][NSTATES];
+  uint64_t restarts;
+  double last_exit;    /* engine time of the latest exit, or -1 */
+  double up_since;     /* engine time it became HEALTHY, or -1 */
+} entry;
+
+typedef struct series {
+  entry *v;
+  size_t n, cap;
+  size_t folded;       /* nodes folded into subtree series */
+} series;
+
+static int exited_once(const pnode *pn) {
+  const arbor_node *n = &pn->n;
+  return n->incarnation > 1 || (n->incarnation >= 1 && !arbor_node_running(n));
+}
+
+/* Adds pn's figures to en (a node's own series, or its folded subtree). */
+static void gather(entry *en, const pnode *pn) {
+  en->state[pn->n.state]++;
+  for (int f = 0; f < NSTATES; f++)
+    for (int to = 0; to < NSTATES; to++)
+      en->tr[f][to] += arbor_metrics_transitions(pn, (arbor_state)f,
+                                                 (arbor_state)to);
+  en->restarts += pn->restarts;
+  if (exited_once(pn) && pn->exited > en->last_exit) en->last_exit = pn->exited;
+}
+
+static entry *new_entry(series *s, const arbor_node *n, int folded) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? 2 * s->cap : 64;
+    s->v = arbor_xrealloc(s->v, s->cap * sizeof *s->v);
+  }
+  entry *en = &s->v[s->n++];
+  memset(en, 0, sizeof *en);
+  en->last_exit = en->up_since = -1;
+  char *dn = arbor_node_dn_dup(n);
+  if (!dn) arbor_oom();
+  if (folded) {
+    size_t len = strlen(dn);
+    dn = arbor_xrealloc(dn, len + 3);
+    memcpy(dn + len, ".*", 3);
+  }
+  en->dn = dn;
+  en->dnlen = strlen(dn);
+  return en;
+}
+
+/* The depth of the last level that keeps its own series: every node when
+   they fit in max, else the deepest level d such that the nodes at depths
+   0..d fit (at least the root). */
+static unsigned cut_depth(arbor_tree *tree, size_t max) {
+  if (tree->nnodes <= max) return (unsigned)-1;
+  size_t *at = NULL, cap = 0;
+  arbor_node *top = tree->root, *n = top;
+  unsigned d = 0;
+  while (n) {
+    if (d >= cap) {
+      size_t old = cap;
+      cap = cap ? 2 * cap : 16;
+      at = arbor_xrealloc(at, cap * sizeof *at);
+      memset(at + old, 0, (cap - old) * sizeof *at);
+    }
+    at[d]++;
+    if (n->first) {
+      n = n->first;
+      d++;
+      continue;
+    }
+    while (n && n != top && !n->next) n = n->parent, d--;
+    n = (n && n != top) ? n->next : NULL;
+  }
+  size_t sum = 0;
+  unsigned cut = 0;
+  for (unsigned i = 0; i < cap && at[i]; i++) {
+    sum += at[i];
+    if (sum > max) break;
+    cut = i;
+  }
+  free(at);
+  return cut;
+}
+
+/* One entry per node down to the cut, one per subtree below it. */
+static void collect(arbor_engine *e, size_t max, series *s) {
+  unsigned cut = cut_depth(&e->tree, max), d = 0;
+  s->cap = e->tree.nnodes < max ? e->tree.nnodes : 2 * max; /* no copying */
+  s->v = arbor_xalloc(s->cap * sizeof *s->v);
+  arbor_node *top = e->tree.root, *n = top;
+  while (n) {
+    const pnode *pn = (const pnode *)n;
+    entry *en = new_entry(s, n, 0);
+    gather(en, pn);
+    if (n->state == ARBOR_HEALTHY && pn->healthy_at >= 0)
+      en->up_since = pn->healthy_at;
+    if (n->first && d == cut) { /* fold everything below n */
+      entry *fold = new_entry(s, n, 1);
+      arbor_node *m = n->first;
+      while (m) {
+        gather(fold, (const pnode *)m);
+        s->folded++;
+        if (m->first) {
+          m = m->first;
+          continue;
+        }
+        while (m && m != n && !m->next) m = m->parent;
+        m = (m && m != n) ? m->next : NULL;
+      }
+    } else if (n->first) {
+      n = n->first;
+      d++;
+      continue;
+    }
+    while (n && n != top && !n->next) n = n->parent, d--;
+    n = (n && n != top) ? n->next : NULL;
+  }
+}
+
+/* name{dn="<dn>" and, for a first label, the rest: the start of a node's
+   sample. */
+static void start(text *t, const char *name, const entry *en) {
+  put(t, name, strlen(name));
+  PUT(t, "{dn=\"");
+  put(t, en->dn, en->dnlen);
+  PUT(t, "\"");
+}
+
+static void state_label(text *t, const char *label, int st) {
+  put(t, label, strlen(label));
+  const char *name = arbor_state_name((arbor_state)st);
+  put(t, name, strlen(name));
+  PUT(t, "\"");
+}
+
+static void node_series(text *t, arbor_engine *e, int om, const series *s) {
+  double wall0 = e->wall0;
+  family(t, om, "arbor_node_state", "gauge",
+         "Nodes in each state: 1 for a node's current state, 0 for the "
+         "others (a folded subtree, dn ending in .*, counts its nodes)");
+  for (size_t i = 0; i < s->n; i++)
+    for (int st = 0; st < NSTATES; st++) {
+      start(t, "arbor_node_state", &s->v[i]);
+      state_label(t, ",state=\"", st);
+      PUT(t, "} ");
+      put_uint(t, s->v[i].state[st]);
+      PUT(t, "\n");
+    }
+  family(t, om, "arbor_node_transitions_total", "counter",
+         "State changes of the node, by the state it left and the one it "
+         "entered");
+  for (size_t i = 0; i < s->n; i++)
+    for (int f = 0; f < NSTATES; f++)
+      for (int to = 0; to < NSTATES; to++) {
+        if (!s->v[i].tr[f][to]) continue;
+        start(t, "arbor_node_transitions_total", &s->v[i]);
+        state_label(t, ",from=\"", f);
+        state_label(t, ",to=\"", to);
+        PUT(t, "} ");
+        put_uint(t, s->v[i].tr[f][to]);
+        PUT(t, "\n");
+      }
+  family(t, om, "arbor_node_restarts_total", "counter",
+         "Restarts of the node (starts after its first)");
+  for (size_t i = 0; i < s->n; i++) {
+    start(t, "arbor_node_restarts_total", &s->v[i]);
+    PUT(t, "} ");
+    put_uint(t, s->v[i].restarts);
+    PUT(t, "\n");
+  }
+  family(t, om, "arbor_node_last_exit_timestamp_seconds", "gauge",
+         "When the node's latest incarnation ended (Unix time; only nodes "
+         "that exited)");
+  for (size_t i = 0; i < s->n; i++) {
+    if (s->v[i].last_exit < 0) continue;
+    add(t, "arbor_node_last_exit_timestamp_seconds{dn=\"%s\"} %.3f\n",
+        s->v[i].dn, wall0 + s->v[i].last_exit);
+  }
+  family(t, om, "arbor_node_up_since_timestamp_seconds", "gauge",
+         "When the node became HEALTHY (Unix time; only HEALTHY nodes)");
+  for (size_t i = 0; i < s->n; i++) {
+    if (s->v[i].up_since < 0) continue;
+    add(t, "arbor_node_up_since_timestamp_seconds{dn=\"%s\"} %.3f\n",
+        s->v[i].dn, wall0 + s->v[i].up_since);
+  }
+}
+
+/* ---- engine series ---------------------------------------------------- */
+
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (de->d_name[0] != '.') n++;
+  closedir(d);
+  return n - 1; /* the directory's own descriptor */
+}
+
+static void one(text *t, int om, const char *name, const char *type,
+                const char *help, double v) {
+  family(t, om, name, type, help);
+  add(t, "%s ", name);
+  value(t, v);
+}
+
+static void engine_series(text *t, lua_State *L, arbor_engine *e, int om,
+                          const series *s) {
+  one(t, om, "arbor_nodes", "gauge", "Nodes in the tree", (double)e->tree.nnodes);
+  one(t, om, "arbor_nodes_running", "gauge",
+      "Nodes whose incarnation is running", (double)e->tree.running);
+  one(t, om, "arbor_node_series_folded", "gauge",
+      "Nodes past the series bound, counted in their subtree's series "
+      "(dn ending in .*)",
+      (double)s->folded);
+  one(t, om, "arbor_events_total", "counter", "Events emitted",
+      (double)(e->ring.next_seq - 1));
+  one(t, om, "arbor_events_dropped_total", "counter",
+      "Events that subscribers missed (their outbox was full)",
+      (double)e->events_missed);
+  one(t, om, "arbor_restarts_total", "counter",
+      "Restarts of all nodes (rate() of it: restarts per second)",
+      (double)e->restarts);
+  one(t, om, "arbor_resumes_total", "counter", "Resumes of runnables",
+      (double)e->resumes);
+  one(t, om, "arbor_policy_calls_total", "counter", "Restart policy calls",
+      (double)e->policy_calls);
+  one(t, om, "arbor_policy_faults_total", "counter",
+      "Policy calls that failed or returned a bad decision (the default "
+      "policy decided)",
+      (double)e->policy_faults);
+  family(t, om, "arbor_loop_turn_seconds", "histogram",
+         "Time the engine took per turn of its event loop");
+  uint64_t cum = 0;
+  for (int i = 0; i < ARBOR_TURN_BUCKETS; i++) {
+    cum += e->turns.bucket[i];
+    add(t, "arbor_loop_turn_seconds_bucket{le=\"%g\"} ", arbor_metrics_turn_bounds[i]);
+    value(t, (double)cum);
+  }
+  add(t, "arbor_loop_turn_seconds_bucket{le=\"+Inf\"} ");
+  value(t, (double)e->turns.count);
+  add(t, "arbor_loop_turn_seconds_sum %.9f\n", e->turns.sum);
+  add(t, "arbor_loop_turn_seconds_count ");
+  value(t, (double)e->turns.count);
+  one(t, om, "arbor_lua_memory_bytes", "gauge", "Memory held by Lua",
+      (double)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + lua_gc(L, LUA_GCCOUNTB, 0));
+  int fds = open_fds();
+  if (fds >= 0)
+    one(t, om, "arbor_open_fds", "gauge", "Open file descriptors of arbor",
+        (double)fds);
+}
+
+/* Bytes a node's series take, about: the text is allocated once. */
+#define NODE_BYTES 480
+
+/* e:metrics_text([openmetrics [, max_series [, tail]]]) -> the exposition,
+   tail (users' own metrics, lua/arbor/metrics.lua) at its end */
+static int l_metrics_text(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  int om = lua_toboolean(L, 2);
+  lua_Integer max = luaL_optinteger(L, 3, 10000);
+  size_t tail_len = 0;
+  const char *tail = luaL_optlstring(L, 4, "", &tail_len);
+  if (max < 1) return luaL_error(L, "metrics: max_series must be >= 1");
+  series s = {0};
+  collect(e, (size_t)max, &s);
+  size_t cap = s.n * NODE_BYTES + tail_len + 8192;
+  text t = {arbor_xalloc(cap), 0, cap};
+  node_series(&t, e, om, &s);
+  engine_series(&t, L, e, om, &s);
+  put(&t, tail, tail_len);
+  for (size_t i = 0; i < s.n; i++) free(s.v[i].dn);
+  free(s.v);
+  lua_pushlstring(L, t.s, t.len);
+  free(t.s);
+  return 1;
+}
+
+void arbor_open_metrics(lua_State *L) {
+  luaL_getmetatable(L, ARBOR_ENGINE_MT);
+  lua_getfield(L, -1, "__index");
+  lua_pushcfunction(L, l_metrics_text);
+  lua_setfield(L, -2, "metrics_text");
+  lua_pop(L, 2);
+}
