@@ -20,8 +20,9 @@ describe("arbor run --http", function()
   before_each(function()
     local dir = support.mktemp()
     e = {dir = dir, ready = dir .. "/ready"}
-    local p = io.popen(string.format("READY_FILE=%s sh -c 'echo $$; exec %s run --no-control --http 127.0.0.1:0 %s' 2> %s/err > /dev/null & echo $!",
-      q(e.ready), bin, "spec/e2e/fixtures/http.lua", q(dir)))
+    e.sock = dir .. "/ctl.sock"
+    local p = io.popen(string.format("READY_FILE=%s sh -c 'echo $$; exec %s run --control %s --http 127.0.0.1:0 %s' 2> %s/err > /dev/null & echo $!",
+      q(e.ready), bin, q(e.sock), "spec/e2e/fixtures/http.lua", q(dir)))
     e.pid = tonumber(p:read("l"))
     p:close()
     assert.is_true(eventually(function()
@@ -69,6 +70,16 @@ describe("arbor run --http", function()
     local _, om, _, omh = curl(e, "/metrics", "-H 'Accept: application/openmetrics-text; version=1.0.0'")
     assert.matches("Content-Type: application/openmetrics-text", omh, 1, true)
     assert.equal("# EOF\n", om:sub(-6))
+  end)
+
+  it("/healthz answers again once a runaway evaluation is interrupted", function()
+    local code, out = sh(bin .. " ctl " .. q(e.sock) .. " eval --budget 300000000 "
+      .. q("while true do end"))
+    assert.equal(1, code)
+    assert.matches("budget", out)
+    assert.equal(200, (curl(e, "/healthz")))
+    local _, body = curl(e, "/metrics")
+    assert.is_number(value(body, "arbor_loop_turn_seconds_count"))
   end)
 
   it("misbehaving clients get an error or lose their connection; the tree goes on", function()
