@@ -44,4 +44,19 @@ function M.tcp(host, port, timeout)
   end
 end
 
+--- arbor.probe.parse_url(url) -> {host, port, path} | nil, "why": an
+-- http:// URL (no https: the client is plain TCP).
+function M.parse_url(url)
+  if type(url) ~= "string" or not url:match("^http://") then
+    return nil, "want an http:// URL, got " .. tostring(url)
+  end
+  local host, port, path = url:match("^http://%[([^%]]+)%]:?(%d*)(.*)$")
+  if not host then host, port, path = url:match("^http://([^/:?#]+):?(%d*)(.*)$") end
+  port = tonumber(port ~= "" and port or "80")
+  if not host or not port or port < 1 or port > 65535 or (path ~= "" and path:sub(1, 1) ~= "/") then
+    return nil, "bad URL " .. url
+  end
+  return {host = host, port = port, path = path ~= "" and path or "/"}
+end
+
 return M
