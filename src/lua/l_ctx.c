@@ -292,7 +292,7 @@ static int read_timing_opt(lua_State *L, pnode *parent, run_opts *o,
            (i == 0 ? s >= 0 : s > 0);
   if (!ok) {
     const char *got = lua_type(L, -1) == LUA_TNUMBER
-                          ? lua_pushfstring(L, "%f", s)
+                          ? luaL_tolstring(L, -1, NULL)
                           : luaL_typename(L, -1);
     arbor_dn_error(L, parent,
                    "%s: option '%s' must be a finite number %s (seconds)%s, "
@@ -335,7 +335,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, run_opts *ro,
                        "%s: option 'shutdown' must be a finite number >= 0 "
                        "(seconds), got %s",
                        what, lua_type(L, -1) == LUA_TNUMBER
-                                 ? lua_pushfstring(L, "%f", s)
+                                 ? luaL_tolstring(L, -1, NULL)
                                  : luaL_typename(L, -1));
       o->shutdown = s;
     } else if (strcmp(k, "lifecycle") == 0 || strcmp(k, "sidecar") == 0) {
