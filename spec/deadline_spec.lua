@@ -153,6 +153,27 @@ describe("ready_timeout", function()
     assert.equal(3, d[1].time)
   end)
 
+  it("core.extend_ready (EXTEND_TIMEOUT_USEC) moves the deadline later, never earlier", function()
+    local got = {}
+    local h = new()
+    h:start(function(ctx)
+      ctx:run("w", function(c)
+        c:sleep(4)
+        got[1] = core.extend_ready(c, 10) -- due at 14 instead of 5
+        got[2] = core.extend_ready(c, 1)  -- 5 < 14: unchanged
+        c:wait()
+      end, {ready_timeout = 5, policy = function() return "stop" end})
+      ctx:run("none", function(c) got[3] = core.extend_ready(c, 10) idle(c) end)
+      idle(ctx)
+    end)
+    h:advance(13.9)
+    assert.equal("NEW", h:state("root.w"))
+    h:advance(0.1)
+    assert.same({true, true, false}, got)
+    assert.equal(14, deaths(h, "root.w")[1].time)
+    assert.equal("not ready after 5 s", deaths(h, "root.w")[1].reason)
+  end)
+
   it("rejects bad values, naming the option", function()
     local errs = {}
     local h = new()

@@ -130,3 +130,12 @@ void arbor_engine_set_timing(arbor_engine *e, pnode *pn, unsigned which,
     return;
   }
 }
+
+int arbor_engine_extend_ready(arbor_engine *e, pnode *pn, double s) {
+  pnode_timing *t = pn->timing;
+  if (!t || !arbor_timer_armed(&t->timer) || t->timer.kind != TIMER_READY)
+    return 0;
+  double due = arbor__step_time(e) + s;
+  if (due > t->timer.due) arbor__clock_arm(e, &t->timer, TIMER_READY, due);
+  return 1;
+}

@@ -312,6 +312,10 @@ void arbor_engine_set_timing(arbor_engine *e, pnode *pn, unsigned which,
 /* The value in force: min_uptime (its default when unset), or a
    deadline's seconds (0: none). */
 double arbor_engine_timing(const pnode *pn, unsigned which);
+/* Moves pn's ready deadline to now + s when that is later (a process's
+   EXTEND_TIMEOUT_USEC, systemd's rule). Returns 1 when pn waits for its
+   HEALTHY under a deadline, else 0 (nothing to extend). */
+int arbor_engine_extend_ready(arbor_engine *e, pnode *pn, double s);
 /* The heartbeat of pn's incarnation (ctx:alive, a process's WATCHDOG=1):
    its watchdog deadline moves to now + watchdog (deadline.c). Cheap: it
    writes the time, the timer is moved when it fires. */

@@ -203,6 +203,19 @@ static int default_timing(lua_State *L, unsigned which, const char *name) {
   return 1;
 }
 
+/* core.extend_ready(ctx, s) -> true | false: the ready deadline moves to
+   now + s when later (EXTEND_TIMEOUT_USEC); false when the node has none
+   running (no ready_timeout, or HEALTHY already). */
+static int ctx_extend_ready(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  double s = luaL_checknumber(L, 2);
+  if (!(s >= 0) || !isfinite(s))
+    return arbor_dn_error(L, pn, "core.extend_ready(ctx, seconds): want a "
+                          "finite number >= 0");
+  lua_pushboolean(L, arbor_engine_extend_ready(pn_engine(pn), pn, s));
+  return 1;
+}
+
 static int ctx_default_min_uptime(lua_State *L) {
   return default_timing(L, TM_MIN_UPTIME, "min_uptime");
 }
@@ -551,6 +564,7 @@ static const luaL_Reg ctx_private[] = {
     {"park", ctx_park},
     {"unpark", ctx_unpark},
     {"fail_now", ctx_fail_now},
+    {"extend_ready", ctx_extend_ready},
     {"default_min_uptime", ctx_default_min_uptime},
     {"default_ready_timeout", ctx_default_ready_timeout},
     {"default_watchdog", ctx_default_watchdog},
