@@ -231,4 +231,20 @@ describe("min_uptime", function()
     assert.equal(1, got.before)
     assert.equal(7, got.unset)
   end)
+
+  it("a real program that exits at once backs off under the defaults (arbor.exec)", function()
+    local arbor = require "arbor"
+    local seen = {}
+    local default = policy.exponential()
+    support.scenario(function(ctx)
+      ctx:run("crash", arbor.exec{"sh", "-c", "exit 1"}, {policy = function(ev)
+        seen[#seen + 1] = ev.consecutive
+        return default(ev)
+      end})
+      ctx:sleep(2)
+    end)
+    -- HEALTHY at spawn, dead within a second: every failure is in the streak
+    assert.is_true(#seen >= 3, "failures: " .. #seen)
+    for i, c in ipairs(seen) do assert.equal(i, c) end
+  end)
 end)
