@@ -135,3 +135,14 @@ describe("bad option values", function()
     assert.matches("ctx:run: options must be a table, got string", err)
   end)
 end)
+
+describe("core.unknown_options (for arbor.exec)", function()
+  it("reports as ctx:run does, or nil", function()
+    local core = require "arbor.core"
+    local known = {"cwd", "env", "grace", "ready", "stop_signal"}
+    assert.is_nil(core.unknown_options({cwd = "/", grace = 2}, known))
+    assert.equal("unknown options 'grce' (did you mean 'grace'?), 'redy' (did you mean "
+      .. "'ready'?); known: cwd, env, grace, ready, stop_signal",
+      core.unknown_options({grce = 1, redy = "notify", cwd = "/"}, known))
+  end)
+end)
