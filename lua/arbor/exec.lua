@@ -359,24 +359,20 @@ local runnable_options = {}
 for k in pairs(exec_options) do runnable_options[k] = true end
 for k in pairs(runnable_only) do runnable_options[k] = true end
 
--- ---- wiring to the engine's timing options (issue 15) -------------------
--- min_uptime and ready_timeout are the engine's (node options of ctx:run);
--- a process only brings its defaults and its EXTEND_TIMEOUT_USEC. These
--- two functions are the only place that names the engine's private ctx
--- methods.
+-- ---- the engine's timing options (issue 15) -----------------------------
+-- min_uptime and ready_timeout are the engine's (node options of ctx:run,
+-- src/engine/deadline.c); a process brings its defaults, which the node's
+-- own options override, and its EXTEND_TIMEOUT_USEC.
 
 -- At each start: the process's defaults for the node's timing options.
 local function engine_defaults(ctx, min_uptime, ready_timeout)
-  if ctx._set_defaults then
-    ctx:_set_defaults{min_uptime = min_uptime, ready_timeout = ready_timeout}
-  end
+  core.default_min_uptime(ctx, min_uptime)
+  core.default_ready_timeout(ctx, ready_timeout)
 end
 
 -- EXTEND_TIMEOUT_USEC during the start: not failed as not ready before
--- `seconds` from now.
-local function engine_extend_start(ctx, seconds)
-  if ctx._extend_ready_timeout then ctx:_extend_ready_timeout(seconds) end
-end
+-- `seconds` from now (systemd's rule: only ever later).
+local function engine_extend_start(ctx, seconds) core.extend_ready(ctx, seconds) end
 
 -- -------------------------------------------------------------------------
 

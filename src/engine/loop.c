@@ -3,6 +3,7 @@
  */
 #include "engine/internal.h"
 #include "engine/clock.h"
+#include "engine/deadline.h"
 #include "engine/ready.h"
 
 #include <lauxlib.h>
@@ -49,6 +50,13 @@ static void fire(arbor_engine *e, arbor_timer *t) {
     pn = ((pnode_stop *)((char *)t - offsetof(pnode_stop, deadline)))->owner;
     if (!arbor_node_canceled(&pn->n)) arbor__lc_bound_fired(e, pn);
     break;
+  case TIMER_READY:
+  case TIMER_ALIVE: { /* ready_timeout, watchdog (deadline.c) */
+    arbor_str *why = arbor__deadline_fired(e, t, &pn);
+    if (why) arbor__kernel_fail(e, pn, why);
+    arbor_str_unref(why);
+    break;
+  }
   }
 }
 
