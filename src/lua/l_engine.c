@@ -4,11 +4,16 @@
  * public module (lua/arbor/init.lua) and the harness
  * (lua/arbor/testing.lua) are written on top of it.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
+#include <signal.h>
+#include <string.h>
 
 #include "engine/internal.h"
 #include "lua/l_arbor.h"
+#include "proc/nodes.h"
 
 typedef struct lengine {
   arbor_engine *e;
@@ -314,6 +319,69 @@ static int l_hold(lua_State *L) {
   return 0;
 }
 
+/* The signal given at idx: a name ("HUP", "SIGHUP", "hup") or a number
+   (1 to SIGRTMAX, also as a string); raises otherwise, naming what. */
+static int check_signal(lua_State *L, int idx, const char *what) {
+  if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TSTRING) {
+    int isnum;
+    lua_Integer n = lua_tointegerx(L, idx, &isnum);
+    if (isnum) {
+      if (n >= 1 && n <= SIGRTMAX) return (int)n;
+    } else if (lua_type(L, idx) == LUA_TSTRING) {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      char up[16];
+      if (len < sizeof up) {
+        for (size_t i = 0; i <= len; i++)
+          up[i] = (char)toupper((unsigned char)s[i]);
+        int sig = arbor_signal_number(up);
+        if (sig > 0) return sig;
+      }
+    }
+  }
+  luaL_tolstring(L, idx, NULL);
+  return luaL_error(L,
+                    "%s: unknown signal '%s' (want a name like HUP or "
+                    "SIGUSR1, or a number)",
+                    what, lua_tostring(L, -1));
+}
+
+/* e:kill(dn, sig) -> the number of process groups signaled and the
+   signal's name ("SIGHUP"), or nil,
+   "ESRCH: <dn> runs no process", "ESRCH": sends sig to the process group
+   of each process of the node's running incarnation (its main process and
+   what it started, as `kill -SIG -PGID`). */
+static int l_kill(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  pnode *pn = arbor_check_node(L, e, 2);
+  const char *dn = lua_tostring(L, 2);
+  int sig = check_signal(L, 3, dn);
+  arbor_proc *ps[64];
+  size_t n = 0;
+  if (pn->pflags & PN_PROCS) n = arbor_proc_of_node(pn, ps, 64);
+  if (n > 64) n = 64;
+  lua_Integer sent = 0;
+  int err = 0;
+  for (size_t i = 0; i < n; i++) {
+    int rc = arbor_proc_kill(ps[i], sig, 1);
+    if (rc == 0)
+      sent++;
+    else if (rc < 0 && rc != -ESRCH)
+      err = rc;
+  }
+  if (sent > 0) {
+    const char *name = arbor_signal_name(sig);
+    lua_pushinteger(L, sent);
+    if (name)
+      lua_pushstring(L, name);
+    else
+      lua_pushfstring(L, "signal %d", sig);
+    return 2;
+  }
+  if (err) return arbor_push_errno(L, err, "cannot signal %s", dn);
+  return arbor_push_fail(L, "ESRCH", "%s runs no process to signal", dn);
+}
+
 /* e:swap(dn, fn, restart) (T13) */
 static int l_swap(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
@@ -437,6 +505,7 @@ static const luaL_Reg engine_methods[] = {
     {"restart", l_restart},
     {"cancel", l_cancel},
     {"hold", l_hold},
+    {"kill", l_kill},
     {"swap", l_swap},
     {"set_policy", l_set_policy},
     {"fail", l_fail},
