@@ -28,6 +28,25 @@ function M.setup(quiet, control, script)
   M.options = {quiet = quiet, control = control, script = script, default = default}
 end
 
+--- What `arbor run` printed on stderr: once a write failed (EPIPE: the
+-- reader of a pipe went away; EIO: the terminal was closed) printing stops
+-- for good, and the lines not printed are counted (`lost`, with the first
+-- error in `error`); supervision goes on (`arbor ctl status` shows them).
+M.stderr = {lost = 0, error = nil}
+
+--- print_line(text): writes text and a newline on stderr, or counts it.
+function M.print_line(text)
+  local st = M.stderr
+  if st.error then
+    st.lost = st.lost + 1
+    return
+  end
+  local ok, err = io.stderr:write(text, "\n")
+  if not ok then
+    st.error, st.lost = err or "write failed", st.lost + 1
+  end
+end
+
 --- Called by arbor.run with what it returns.
 function M.ran(ok, reason) last_run = {ok = ok, reason = reason} end
 

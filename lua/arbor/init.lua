@@ -114,7 +114,7 @@ function M.run(root, opts)
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
   local show = term.filter(2)
   local sink = opts.log or (not quiet and function(dn, line, time)
-    io.stderr:write(show(render.log(dn, line, time)), "\n")
+    arbor_cli.print_line(show(render.log(dn, line, time)))
   end) or nil
   local control_path = opts.control
   if control_path == nil and cli then control_path = cli.control end
@@ -146,7 +146,7 @@ function M.run(root, opts)
   end
   if sink then e:set_log(sink) end
   if not quiet then
-    e:subscribe(function(ev) io.stderr:write(show(render.event(ev)), "\n") end)
+    e:subscribe(function(ev) arbor_cli.print_line(show(render.event(ev))) end)
   end
   if opts.on_event then e:subscribe(opts.on_event) end
   for _, sub in ipairs(pending) do sub.attach(e) end

@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +201,24 @@ static int run_client(lua_State *L, const char *which, int argc, char **argv) {
   return (int)lua_tointeger(L, -1);
 }
 
+static void ignore_signal(int sig) { (void)sig; }
+
+/* arbor dies only in order: a closed terminal's SIGHUP, and SIGPIPE from a
+   stderr whose reader went away, do not end it (the write fails and the
+   printer stops, lib arbor.cli). A handler that does nothing rather than
+   SIG_IGN: a program the script starts (io.popen) gets them back at their
+   default, as exec resets handlers but keeps ignored signals ignored. While
+   the tree runs the engine logs SIGHUP (engine/loop.c). */
+static void survive_hangups(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ignore_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGPIPE, &sa, NULL);
+}
+
 /* A Lua state with the standard libraries and arbor's paths, or NULL
    (said on stderr). */
 static lua_State *new_state(void) {
@@ -273,6 +292,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "arbor: run: missing SCRIPT\n%s", usage);
     return 2;
   }
+  survive_hangups();
   lua_State *L = new_state();
   if (!L) return 2;
   if (init && arbor_reaper_start(arbor_home_loop(L)) < 0)

@@ -69,14 +69,18 @@ op("status", function(S, cid, rid, req)
     socket = S.path, uptime = e:now() - S.started, nodes = st.nodes, running = st.live,
     restarts = st.restarts, root = root and root.state, clients = S.info().clients,
     evaluations = S.evaluations(), stop_bound = core.stop_bound(e)}
+  local printed = require("arbor.cli").stderr -- under `arbor run`
+  if printed.error then data.stderr_lost, data.stderr_error = printed.lost, printed.error end
   -- the node table (`supervisorctl status`); not for a readiness probe
   if not req.ready then data.table = render.status_rows(e:tree(req.dn)) end
   if req.json then return S.finish(cid, rid, {data = data}) end
   S.finish(cid, rid, {text = string.format(
-    "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\nstop bound %gs (the longest an ordered stop may take)\n%d client(s) connected, %d evaluation(s) running\n\n%s",
+    "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\nstop bound %gs (the longest an ordered stop may take)\n%d client(s) connected, %d evaluation(s) running\n%s\n%s",
     data.version, data.pid, tostring(data.script), S.path, render.duration(data.uptime),
     data.nodes, data.running, data.restarts, tostring(data.root), data.stop_bound,
-    data.clients, data.evaluations, render.status(data.table))})
+    data.clients, data.evaluations,
+    data.stderr_lost and string.format("stderr: %s; %d line(s) not printed\n",
+      data.stderr_error, data.stderr_lost) or "", render.status(data.table))})
 end)
 
 op("tree", function(S, cid, rid, req)
