@@ -106,10 +106,14 @@ function M.run(root, opts)
   if core.current() or running_engine then
     error("arbor.run: a tree is already running in this process", 2)
   end
+  if arbor_cli.options and arbor_cli.options.check then -- `arbor check`
+    return arbor_cli.check(root, opts)
+  end
   local e = core.engine{virtual = false, seed = opts.seed or os.time(),
     ring = opts.ring, ring_bytes = opts.ring_bytes, outbox = opts.outbox,
     signals = opts.signals ~= false, runaway = opts.runaway}
-  e:set_default_policy(opts.default_policy or policy.exponential())
+  local default_policy = opts.default_policy or policy.exponential()
+  e:set_default_policy(default_policy)
   local cli = arbor_cli.options -- under `arbor run`
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
   local show = term.filter(2)
@@ -155,7 +159,9 @@ function M.run(root, opts)
   -- READY=1, STATUS=, WATCHDOG=1, STOPPING=1 to $NOTIFY_SOCKET (docs/deploy.md)
   local notifier = core.notifier(e)
   local ok, result, reason = pcall(function()
-    e:start(root, opts.policy, opts.shutdown, opts.auto_shutdown)
+    -- under `arbor run`, a failed first start exits 2 (arbor.cli)
+    e:start(root, arbor_cli.root_policy(opts.policy, default_policy),
+      opts.shutdown, opts.auto_shutdown)
     return e:run()
   end)
   running_engine = nil

@@ -17,6 +17,7 @@
 
 typedef struct lengine {
   arbor_engine *e;
+  int checking; /* `arbor check`: builds the tree, starts no process */
 } lengine;
 
 /* Weak table light(e) -> engine userdata, for core.current(). */
@@ -40,7 +41,9 @@ static int push_engine_object(lua_State *L, arbor_engine *e) {
 }
 
 /* core.engine{virtual=, seed=, ring=, ring_bytes=, outbox=, signals=,
-   runaway=} */
+   runaway=, check=}. check (`arbor check`) needs the virtual clock, whose
+   engines start no operating-system process (core.spawn refuses): a
+   process node sees core.checking() and only checks what it would run. */
 static int l_engine_new(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_getfield(L, 1, "virtual");
@@ -59,6 +62,11 @@ static int l_engine_new(lua_State *L) {
   if (outbox < 1) return luaL_error(L, "engine: outbox must be >= 1");
   lua_getfield(L, 1, "signals");
   int signals = lua_toboolean(L, -1);
+  lua_getfield(L, 1, "check");
+  int checking = lua_toboolean(L, -1);
+  if (checking && !virt)
+    return luaL_error(L, "engine: check mode runs on the virtual clock "
+                         "(it starts no process)");
   lua_getfield(L, 1, "runaway");
   double runaway = luaL_optnumber(L, -1, 10.0);
   if (!(runaway >= 0) || !isfinite(runaway))
@@ -66,6 +74,7 @@ static int l_engine_new(lua_State *L) {
   lua_settop(L, 1);
   lengine *le = lua_newuserdatauv(L, sizeof *le, 0);
   le->e = NULL;
+  le->checking = checking;
   luaL_setmetatable(L, ARBOR_ENGINE_MT);
   le->e = arbor_engine_new(L, virt, seed, (size_t)ring);
   if (!le->e) return luaL_error(L, "engine: out of memory");
@@ -101,6 +110,21 @@ static int l_current(lua_State *L) {
   arbor_engine *e = arbor_engine_current();
   if (!e) return lua_pushnil(L), 1;
   return push_engine_object(L, e);
+}
+
+/* core.checking(): true when the engine running the calling code is in
+   check mode (`arbor check`): a process node checks its program and
+   options, starts nothing and signals healthy. */
+static int l_checking(lua_State *L) {
+  arbor_engine *e = arbor_engine_current();
+  int on = 0;
+  if (e) {
+    push_engine_object(L, e);
+    lengine *le = luaL_testudata(L, -1, ARBOR_ENGINE_MT);
+    on = le && le->checking;
+  }
+  lua_pushboolean(L, on);
+  return 1;
 }
 
 static int set_ref(lua_State *L, int *ref, int idx) {
@@ -537,6 +561,8 @@ void arbor_open_engine(lua_State *L) {
   lua_setfield(L, -2, "engine");
   lua_pushcfunction(L, l_current);
   lua_setfield(L, -2, "current");
+  lua_pushcfunction(L, l_checking);
+  lua_setfield(L, -2, "checking");
   lua_pushcfunction(L, l_runnable);
   lua_setfield(L, -2, "runnable");
 }
