@@ -363,7 +363,9 @@ static int check_signal(lua_State *L, int idx, const char *what) {
       }
     }
   }
-  luaL_tolstring(L, idx, NULL);
+  size_t len;
+  const char *given = luaL_tolstring(L, idx, &len);
+  arbor_push_cut(L, given, len); /* a long string is not echoed whole */
   return luaL_error(L,
                     "%s: unknown signal '%s' (want a name like HUP or "
                     "SIGUSR1, or a number)",

@@ -111,43 +111,6 @@ end
 node_action("restart", "restart", "restarted")
 node_action("stop", "hold", "stopped (held until restarted)")
 
--- start: a node that does not run (stopped, held, given up, waiting for a
--- delayed restart) starts now; a running one is an error.
-op("start", function(S, cid, rid, req)
-  local f = want_dn(S, cid, rid, req, "start")
-  if not f then return end
-  if f.running then
-    return S.fail(cid, rid, string.format("%s is running (%s): restart "
-      .. "restarts it", req.dn, f.state))
-  end
-  local ok, err = pcall(S.e.restart, S.e, req.dn)
-  if not ok then return S.fail(cid, rid, tostring(err)) end
-  S.finish(cid, rid, {text = req.dn .. ": started"})
-end)
-
--- signal: req.signal (a name or a number) to the process group of each of
--- the node's processes.
-op("signal", function(S, cid, rid, req)
-  if not want_dn(S, cid, rid, req, "signal") then return end
-  local sig = req.signal
-  if type(sig) ~= "string" and math.type(sig) ~= "integer" then
-    return S.fail(cid, rid, "signal " .. req.dn .. ": want a signal (a name like \"HUP\", or a number)")
-  end
-  local ok, n, name = pcall(S.e.kill, S.e, req.dn, sig)
-  if not ok then return S.fail(cid, rid, tostring(n)) end
-  if not n then return S.fail(cid, rid, (name:gsub("^%u+: ", ""))) end
-  if req.json then return S.finish(cid, rid, {data = {dn = req.dn, signal = name, groups = n}}) end
-  S.finish(cid, rid, {text = string.format("%s: sent %s to %d process group(s)", req.dn, name, n)})
-end)
-
--- explain: arbor.explain(dn), the sentence and its code.
-op("explain", function(S, cid, rid, req)
-  if not want_dn(S, cid, rid, req, "explain") then return end
-  local sentence, code = explain(S.e, req.dn)
-  if req.json then return S.finish(cid, rid, {data = {dn = req.dn, why = code, explanation = sentence}}) end
-  S.finish(cid, rid, {text = sentence})
-end)
-
 op("logs", function(S, cid, rid, req)
   if not want_dn(S, cid, rid, req, "logs") then return end
   local n = want_count(S, cid, rid, req, 20)
@@ -308,6 +271,45 @@ end)
 op("shutdown", function(S, cid, rid)
   S.finish(cid, rid, {text = "stopping the tree"})
   S.e:stop()
+end)
+
+-- ---- seeing and signalling services (`arbor ctl explain|start|signal`) ----
+
+-- start: a node that does not run (stopped, held, given up, waiting for a
+-- delayed restart) starts now; a running one is an error.
+op("start", function(S, cid, rid, req)
+  local f = want_dn(S, cid, rid, req, "start")
+  if not f then return end
+  if f.running then
+    return S.fail(cid, rid, string.format("%s is running (%s): restart "
+      .. "restarts it", req.dn, f.state))
+  end
+  local ok, err = pcall(S.e.restart, S.e, req.dn)
+  if not ok then return S.fail(cid, rid, tostring(err)) end
+  S.finish(cid, rid, {text = req.dn .. ": started"})
+end)
+
+-- signal: req.signal (a name or a number) to the process group of each of
+-- the node's processes.
+op("signal", function(S, cid, rid, req)
+  if not want_dn(S, cid, rid, req, "signal") then return end
+  local sig = req.signal
+  if type(sig) ~= "string" and math.type(sig) ~= "integer" then
+    return S.fail(cid, rid, "signal " .. req.dn .. ": want a signal (a name like \"HUP\", or a number)")
+  end
+  local ok, n, name = pcall(S.e.kill, S.e, req.dn, sig)
+  if not ok then return S.fail(cid, rid, tostring(n)) end
+  if not n then return S.fail(cid, rid, (name:gsub("^%u+: ", ""))) end
+  if req.json then return S.finish(cid, rid, {data = {dn = req.dn, signal = name, groups = n}}) end
+  S.finish(cid, rid, {text = string.format("%s: sent %s to %d process group(s)", req.dn, name, n)})
+end)
+
+-- explain: arbor.explain(dn), the sentence and its code.
+op("explain", function(S, cid, rid, req)
+  if not want_dn(S, cid, rid, req, "explain") then return end
+  local sentence, code = explain(S.e, req.dn)
+  if req.json then return S.finish(cid, rid, {data = {dn = req.dn, why = code, explanation = sentence}}) end
+  S.finish(cid, rid, {text = sentence})
 end)
 
 return M
