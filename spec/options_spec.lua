@@ -71,7 +71,7 @@ describe("unknown options", function()
     assert.equal(where .. "root: ctx:group: unknown options 'orderd' (did you mean 'ordered'?), "
       .. "'stratgy' (did you mean 'strategy'?); known: policy, shutdown, min_uptime, "
       .. "ready_timeout, watchdog, strategy, ordered, significant, auto_shutdown, "
-      .. "lifecycle, sidecar", err)
+      .. "stop, lifecycle, sidecar", err)
     assert.is_false(made)
   end)
 

@@ -301,6 +301,20 @@ end
 
 -- Starts argv per a checked spec (check_exec): proc | nil, "ENAME:
 -- message", "ENAME" for what only the start finds out.
+-- `arbor check`: what launch would run, checked and not started: the
+-- working directory and the program (found in PATH, executable). Returns
+-- true or nil, "ENAME: message", "ENAME".
+local function check_launch(argv, spec)
+  local _, env_path = environment(spec)
+  if spec.cwd then
+    local ok, err, code = core.access(spec.cwd, "dir", "cwd " .. spec.cwd)
+    if not ok then return nil, err, code end
+  end
+  local file, err, code = resolve(argv[1], spec.cwd, env_path or os.getenv("PATH"), true)
+  if not file then return nil, err, code end
+  return true
+end
+
 local function launch(ctx, argv, spec)
   local env, env_path = environment(spec)
   local rl = spec.rlimits
@@ -636,6 +650,12 @@ function M.runnable(argv, opts)
   local name = argv[1]
   return function(ctx)
     engine_defaults(ctx, min_uptime, ready_timeout)
+    if core.checking() then -- `arbor check`: checked, not run
+      local ok, err = check_launch(argv, spec)
+      if not ok then error(err, 0) end
+      ctx:signal("healthy")
+      return ctx:wait()
+    end
     local proc, err = launch(ctx, argv, spec)
     if not proc then error(err, 0) end
     local ok, ready = pcall(wait_ready, ctx, proc, r)
