@@ -166,12 +166,18 @@ end
 -- The commands: name, arguments, what it does; and how many positional
 -- arguments it takes (-1: zero or one).
 local command_list = {
-  {"status", "[--ready]", "the engine: pid, script, uptime, nodes, restarts,\n"
-    .. "                         stop bound; --ready: exit 0 only when the root is HEALTHY", 0},
-  {"tree", "[DN]", "the tree (or DN's subtree): states, uptimes, restarts", -1},
+  {"status", "[DN] [--ready]", "the engine (pid, script, uptime, restarts, stop bound)\n"
+    .. "                         and a table of the nodes (or DN's subtree): state, pid,\n"
+    .. "                         uptime, restarts, why one is down; --ready: exit 0 only\n"
+    .. "                         when the root is HEALTHY", -1},
+  {"tree", "[DN]", "the tree (or DN's subtree): states, pids, uptimes, restarts", -1},
   {"node", "DN", "a node's fields", 1},
+  {"explain", "DN", "why a node is (or is not) running now", 1},
   {"restart", "DN", "restart a node now", 1},
-  {"stop", "DN", "stop a node and hold it down until restarted", 1},
+  {"start", "DN", "start a node that does not run (stopped, given up, in backoff)", 1},
+  {"stop", "DN", "stop a node and hold it down until started", 1},
+  {"signal", "DN SIG", "send SIG (HUP, SIGUSR1, 10...) to the process group of\n"
+    .. "                         each of DN's processes", 2},
   {"logs", "DN [-n N] [-f]", "a node's last N log lines (-f: follow)", 1},
   {"events", "[-n N] [-f]", "the last N events (-f: follow)", 0},
   {"eval", "CODE [--budget N]", "evaluate Lua in the engine; prints the values", 1},
@@ -260,12 +266,14 @@ function M.ctl(args)
   end
   local conn = open_socket("arbor ctl", sock)
   if not conn then return 3 end
-  local req = {op = cmd, json = flags.json or flags.ready, follow = flags.follow, n = flags.n}
+  local req = {op = cmd, json = flags.json or flags.ready, follow = flags.follow, n = flags.n,
+    ready = flags.ready}
   if cmd == "eval" then
     req.code, req.budget = pos[1], flags.budget
   elseif pos[1] then
     req.dn = pos[1]
   end
+  if cmd == "signal" then req.signal = math.tointeger(tonumber(pos[2])) or pos[2] end
   local show = term.filter(1)
   local reply, err, code = conn:request(req, stream_printer(show))
   if not reply then

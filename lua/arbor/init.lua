@@ -115,15 +115,19 @@ function M.run(root, opts)
   if opts.max_series ~= nil and (math.type(opts.max_series) ~= "integer" or opts.max_series < 1) then
     error("arbor.run: option 'max_series' must be an integer >= 1, got " .. tostring(opts.max_series), 2)
   end
+  if arbor_cli.options and arbor_cli.options.check then -- `arbor check`
+    return arbor_cli.check(root, opts)
+  end
   local e = core.engine{virtual = false, seed = opts.seed or os.time(),
     ring = opts.ring, ring_bytes = opts.ring_bytes, outbox = opts.outbox,
     signals = opts.signals ~= false, runaway = opts.runaway}
-  e:set_default_policy(opts.default_policy or policy.exponential())
+  local default_policy = opts.default_policy or policy.exponential()
+  e:set_default_policy(default_policy)
   local cli = arbor_cli.options -- under `arbor run`
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
   local show = term.filter(2)
   local sink = opts.log or (not quiet and function(dn, line, time)
-    io.stderr:write(show(render.log(dn, line, time)), "\n")
+    arbor_cli.print_line(show(render.log(dn, line, time)))
   end) or nil
   local control_path = opts.control
   if control_path == nil and cli then control_path = cli.control end
@@ -166,13 +170,13 @@ function M.run(root, opts)
       error("arbor.run: " .. err, 2)
     end
     if not quiet then
-      io.stderr:write(string.format("arbor: serving http://%s:%d (/metrics /healthz /readyz /tree)\n",
+      arbor_cli.print_line(string.format("arbor: serving http://%s:%d (/metrics /healthz /readyz /tree)",
         web.host, web.port))
     end
   end
   if sink then e:set_log(sink) end
   if not quiet then
-    e:subscribe(function(ev) io.stderr:write(show(render.event(ev)), "\n") end)
+    e:subscribe(function(ev) arbor_cli.print_line(show(render.event(ev))) end)
   end
   if opts.on_event then e:subscribe(opts.on_event) end
   for _, sub in ipairs(pending) do sub.attach(e) end
@@ -181,7 +185,9 @@ function M.run(root, opts)
   -- READY=1, STATUS=, WATCHDOG=1, STOPPING=1 to $NOTIFY_SOCKET (docs/deploy.md)
   local notifier = core.notifier(e)
   local ok, result, reason = pcall(function()
-    e:start(root, opts.policy, opts.shutdown, opts.auto_shutdown, opts.stop)
+    -- under `arbor run`, a failed first start exits 2 (arbor.cli)
+    e:start(root, arbor_cli.root_policy(opts.policy, default_policy),
+      opts.shutdown, opts.auto_shutdown, opts.stop)
     return e:run()
   end)
   running_engine = nil

@@ -28,6 +28,34 @@ function NodeMethods.restart(self)
   acted(self)
 end
 
+--- node:start(): starts a node that does not run: one stopped (held),
+-- given up by its policy, or waiting for a delayed restart (which then
+-- happens now). A running node is left alone: nil, "EALREADY: <dn> is
+-- running (<state>)", "EALREADY". Returns true when started.
+function NodeMethods.start(self)
+  local e, dn = view_engine(self)
+  if e:node(dn, "running") then
+    return fail("EALREADY", "%s is running (%s)", dn, e:node(dn, "state"))
+  end
+  e:restart(dn)
+  acted(self)
+  return true
+end
+
+--- node:signal(sig) -> n, name | nil, "ESRCH: <dn> runs no process to
+-- signal", "ESRCH": sends sig (a name, "HUP" or "SIGHUP", or a number) to
+-- the process group of each process the node's running incarnation
+-- started (`kill -SIG -PGID`: the program and what it forked); n is how
+-- many groups were signaled, name the signal's ("SIGHUP"). An unknown
+-- signal raises. Not ctx:signal("healthy"), the runnable's own.
+function NodeMethods.signal(self, sig)
+  local e, dn = view_engine(self)
+  local ok, n, name, code = pcall(e.kill, e, dn, sig)
+  if not ok then error(n, 2) end
+  acted(self)
+  return n, name, code
+end
+
 --- node:cancel(): cancels the current incarnation (children first, T12);
 -- by T8 it then restarts, as a CANCELED node does.
 function NodeMethods.cancel(self)

@@ -87,7 +87,8 @@ end
 --- Capped exponential backoff with jitter, the default policy (P4).
 -- The n-th failure of a streak waits initial * multiplier^(n-1) seconds,
 -- capped at max, then spread uniformly by +-jitter of itself. The streak
--- is ev.consecutive (it resets when the node becomes HEALTHY or DONE);
+-- is ev.consecutive (it starts again after an incarnation that stayed
+-- HEALTHY for the node's min_uptime, default 1 s, or ended DONE);
 -- with reset_after, it resets only after an incarnation that stayed
 -- HEALTHY for reset_after seconds (Kubernetes: 600).
 -- @param opts {initial=0.5, multiplier=1.5, max=60, jitter=0.5, reset_after=nil}
@@ -317,7 +318,11 @@ end
 
 local function sim_error(msg) error("arbor.policy.simulate: " .. msg, 3) end
 
-local sim_options = {seed = true, dn = true, start = true, err = true}
+local sim_options = {seed = true, dn = true, start = true, err = true, min_uptime = true}
+
+-- The seconds a node stays HEALTHY to count as up when its min_uptime is
+-- not set: the engine's (ARBOR_MIN_UPTIME, src/engine/engine.h).
+local MIN_UPTIME = 1
 
 --- simulate(policy, failures [, opts]): the decisions `policy` makes for a
 -- trace of failures, without an engine. `failures` is a list of failure
@@ -327,7 +332,9 @@ local sim_options = {seed = true, dn = true, start = true, err = true}
 -- failure, returned = true (a clean return), err = message}. Returns a list
 -- of {n, time, decision, delay, restart_at, consecutive}; it ends at the
 -- first "stop" or "escalate". opts: seed (jitter, default 1), dn, start
--- (time of the first start, default 0), err.
+-- (time of the first start, default 0), err, min_uptime (the node's: an
+-- entry HEALTHY that long starts the streak again, as in the engine;
+-- default 1).
 function M.simulate(p, failures, opts)
   if type(p) ~= "function" then sim_error("the policy must be a function, got " .. type(p)) end
   if type(failures) ~= "table" then
@@ -347,6 +354,10 @@ function M.simulate(p, failures, opts)
   end
   local seed = opts.seed or 1
   if math.type(seed) ~= "integer" then sim_error("'seed' must be an integer") end
+  local min_uptime = opts.min_uptime or MIN_UPTIME
+  if bad_number(min_uptime) or min_uptime < 0 then
+    sim_error("'min_uptime' must be a finite number >= 0, got " .. core.cut(min_uptime))
+  end
   local memory, ring, out = {}, {}, {}
   local started = opts.start or 0
   local consecutive, restarts = 0, 0
@@ -365,8 +376,12 @@ function M.simulate(p, failures, opts)
         sim_error(string.format("failure %d at %g comes before the restart at %g",
           i, t, started))
       end
-      local healthy = spec and spec.healthy or 0
-      consecutive = healthy > 0 and 1 or consecutive + 1
+      local healthy = spec and spec.healthy
+      -- up for min_uptime: the streak starts again (a plain entry was
+      -- never HEALTHY)
+      consecutive = healthy and healthy > 0 and healthy >= min_uptime and 1
+        or consecutive + 1
+      healthy = healthy or 0
       ring[#ring + 1] = t
       if #ring > EXACT then table.remove(ring, 1) end
       local ev = {dn = opts.dn or "root.sim", err = spec and spec.err or opts.err or "simulated failure",

@@ -21,6 +21,17 @@ local function first_line(s)
   return l
 end
 
+--- note(n) -> text | nil: why the node of a snapshot (or e:node fields) is
+-- down, as `arbor ctl status` and the drawn tree say it: "restart in 4.2s",
+-- "crash-looping, restart in 4.2s" (DEAD, waiting for a restart after 2 or
+-- more failures in a row: Kubernetes' CrashLoopBackOff), "given up (policy
+-- stop)", "held" (stopped by hand); nil for a node that runs or ended DONE.
+function M.note(n)
+  local again = n.restart_in and "restart in " .. M.duration(math.max(0, n.restart_in))
+  if n.note and again then return n.note .. ", " .. again end
+  return n.note or again
+end
+
 -- One node of a snapshot: its name and state, its lifecycle when not main,
 -- whether it is blocked at its gate, its coordinator's state (a gated
 -- parent, until it is running), uptime, restarts and last error (while not
@@ -34,10 +45,13 @@ local function label(n)
   if n.gated and n.coordinator ~= "running" then
     s = s .. " {" .. tostring(n.coordinator) .. "}"
   end
+  if n.pid then s = s .. " pid " .. n.pid end
   if n.uptime then s = s .. " up " .. M.duration(n.uptime) end
   if n.restarts and n.restarts > 0 then
     s = s .. string.format(" restarts=%d", n.restarts)
   end
+  local note = M.note(n)
+  if note then s = s .. " " .. note end
   if n.error and n.state ~= "HEALTHY" and n.state ~= "DONE" then
     s = s .. "  last error: " .. first_line(n.error)
   end
@@ -57,6 +71,44 @@ function M.tree(t)
     local kids = n.children or {}
     local sub = top and "" or prefix .. (last and "    " or "|   ")
     for i = #kids, 1, -1 do stack[#stack + 1] = {kids[i], sub, i == #kids} end
+  end
+  return table.concat(lines, "\n")
+end
+
+--- status_rows(snapshot) -> rows: the nodes of a snapshot (arbor.tree(),
+-- e:tree()) depth first, one row each: {dn, state, pid, pids, uptime,
+-- restarts, note, restart_in, last_exit, error}, as `arbor ctl status
+-- --json` gives them.
+function M.status_rows(t)
+  local rows, stack = {}, {t}
+  while #stack > 0 do
+    local n = table.remove(stack)
+    rows[#rows + 1] = {dn = n.dn, state = n.state, pid = n.pid, pids = n.pids,
+      uptime = n.uptime, restarts = n.restarts, note = n.note,
+      restart_in = n.restart_in, last_exit = n.last_exit, error = n.error}
+    local kids = n.children or {}
+    for i = #kids, 1, -1 do stack[#stack + 1] = kids[i] end
+  end
+  return rows
+end
+
+--- status(rows) -> text: the rows of status_rows as a table, one node a
+-- line, as `supervisorctl status` prints its programs: DN, STATE, PID,
+-- UPTIME (since HEALTHY), RESTARTS, then why a node is down (note) and
+-- its last error while it is not HEALTHY or DONE.
+function M.status(rows)
+  local w = 2
+  for _, r in ipairs(rows) do w = math.max(w, #r.dn) end
+  local fmt = "%-" .. w .. "s  %-8s  %-7s  %-7s  %8s  %s"
+  local lines = {(fmt:format("DN", "STATE", "PID", "UPTIME", "RESTARTS", "")
+    :gsub("%s+$", ""))}
+  for _, r in ipairs(rows) do
+    local why = M.note(r) or ""
+    if r.error and r.state ~= "HEALTHY" and r.state ~= "DONE" then
+      why = why .. (why ~= "" and "; " or "") .. "last error: " .. first_line(r.error)
+    end
+    lines[#lines + 1] = (fmt:format(r.dn, r.state, r.pid or "-",
+      r.uptime and M.duration(r.uptime) or "-", r.restarts, why):gsub("%s+$", ""))
   end
   return table.concat(lines, "\n")
 end

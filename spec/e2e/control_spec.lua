@@ -888,7 +888,7 @@ describe("docs/repl.md", function()
     local ok, err = pcall(function()
       poll(function() -- the tree while payments waits for its restart
         local _, tree = ctl(e, "tree")
-        return tree:find("payments %[DEAD%] up [%d.]+s restarts=%d+  last error: "
+        return tree:find("payments %[DEAD%] restarts=%d+ [%w, -]*restart in [%d.]+s  last error: "
           .. "docs/examples/shop.lua:23: attempt to perform arithmetic on a nil value %(field 'amount'%)")
       end, "payments to crash")
       local f = e.dir .. "/in"

@@ -183,9 +183,9 @@ end
   end
 
   it("completes commands, options and ctl commands", function()
-    assert.same({"--help", "--version", "ctl", "repl", "run"}, complete(""))
+    assert.same({"--help", "--version", "check", "ctl", "repl", "run"}, complete(""))
     assert.same({"--control", "--help", "--init", "--no-control", "--quiet"}, complete("run", "--"))
-    assert.same({"status", "stop"}, complete("ctl", sock, "st"))
+    assert.same({"start", "status", "stop"}, complete("ctl", sock, "st"))
     assert.same({"--help", "--json", "--ready"}, complete("ctl", sock, "status", "-"))
     assert.same({"--budget", "--help", "--json"}, complete("ctl", sock, "eval", "-"))
     assert.same({"docs/examples/service.lua"}, complete("run", "docs/examples/serv"))

@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ int luaopen_arbor_readline(lua_State *L);
 static const char usage[] =
     "usage: arbor run [--quiet] [--init] [--control PATH | --no-control]\n"
     "                 [--http ADDR:PORT] SCRIPT [ARGS...]\n"
+    "       arbor check SCRIPT [ARGS...]\n"
     "       arbor repl [--echo] [SOCKET]\n"
     "       arbor ctl [SOCKET] COMMAND [ARGS...] [--json]\n"
     "       arbor --version | --help\n"
@@ -37,6 +39,11 @@ static const char usage[] =
     "as root) for `arbor repl` and `arbor ctl` (`arbor ctl --help` lists the\n"
     "commands).\n"
     "\n"
+    "`arbor check SCRIPT` builds the tree on a virtual clock without\n"
+    "starting any process, runs it for 5 virtual seconds and prints the\n"
+    "tree and the errors its nodes met: exit 0 none, 2 some (or a script\n"
+    "error).\n"
+    "\n"
     "  --quiet        do not print events and logs on stderr\n"
     "  --control PATH serve the control socket at PATH (default: $ARBOR_CONTROL\n"
     "                 if set)\n"
@@ -48,7 +55,9 @@ static const char usage[] =
     "                 process groups\n"
     "\n"
     "exit status: 0 stopped cleanly, 1 the tree gave up, 2 script or usage\n"
-    "error, 130 interrupted (second SIGINT), 143 second SIGTERM while stuck.\n";
+    "error (also: the root failed in its first start, before it was\n"
+    "HEALTHY), 130 interrupted (second SIGINT), 143 second SIGTERM while\n"
+    "stuck.\n";
 
 /* Set by msghandler when the error was an object with __tostring: a
    message for the user (arbor.run raises one when another arbor serves its
@@ -117,10 +126,11 @@ static void set_paths(lua_State *L) {
   lua_pop(L, 2);
 }
 
-/* What `arbor run`'s options say. control: the socket path, "" for none,
-   NULL for the default; http: ADDR:PORT or NULL. */
+/* What `arbor run`'s options say (check: under `arbor check`). control:
+   the socket path, "" for none, NULL for the default; http: ADDR:PORT or
+   NULL. */
 typedef struct run_options {
-  int quiet;
+  int quiet, check;
   const char *control, *http;
 } run_options;
 
@@ -152,11 +162,13 @@ static int run_script(lua_State *L, const char *script, const run_options *o,
   else
     lua_pushstring(L, o->control);
   lua_pushstring(L, script);
-  lua_createtable(L, 0, 1);
+  lua_createtable(L, 0, 2);
   if (o->http) {
     lua_pushstring(L, o->http);
     lua_setfield(L, -2, "http");
   }
+  lua_pushboolean(L, o->check);
+  lua_setfield(L, -2, "check");
   if (lua_pcall(L, 4, 0, h) != LUA_OK) {
     fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
     return 2;
@@ -214,6 +226,24 @@ static int run_client(lua_State *L, const char *which, int argc, char **argv) {
   return (int)lua_tointeger(L, -1);
 }
 
+static void ignore_signal(int sig) { (void)sig; }
+
+/* arbor dies only in order: a closed terminal's SIGHUP, and SIGPIPE from a
+   stderr whose reader went away, do not end it (the write fails and the
+   printer stops, lib arbor.cli). A handler that does nothing rather than
+   SIG_IGN: a program the script starts (io.popen) gets them back at their
+   default, as exec resets handlers but keeps ignored signals ignored. While
+   the tree runs the engine logs SIGHUP (engine/loop.c). */
+static void survive_hangups(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ignore_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &sa, NULL);
+  sigaction(SIGPIPE, &sa, NULL);
+}
+
 /* A Lua state with the standard libraries and arbor's paths, or NULL
    (said on stderr). */
 static lua_State *new_state(void) {
@@ -253,13 +283,14 @@ int main(int argc, char **argv) {
     lua_close(L);
     return status;
   }
-  if (strcmp(argv[1], "run") != 0) {
+  int check = strcmp(argv[1], "check") == 0;
+  if (strcmp(argv[1], "run") != 0 && !check) {
     fprintf(stderr, "arbor: unknown command '%s'\n%s", argv[1], usage);
     return 2;
   }
   int i = 2, init = getpid() == 1;
-  run_options o = {0};
-  for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+  run_options o = {.check = check};
+  for (; !check && i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
     if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
       o.quiet = 1;
     } else if (strcmp(argv[i], "--no-control") == 0) {
@@ -286,13 +317,19 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (check && i < argc &&
+      (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
+    fputs(usage, stdout);
+    return 0;
+  }
   if (i >= argc) {
-    fprintf(stderr, "arbor: run: missing SCRIPT\n%s", usage);
+    fprintf(stderr, "arbor: %s: missing SCRIPT\n%s", argv[1], usage);
     return 2;
   }
+  survive_hangups();
   lua_State *L = new_state();
   if (!L) return 2;
-  if (init && arbor_reaper_start(arbor_home_loop(L)) < 0)
+  if (!check && init && arbor_reaper_start(arbor_home_loop(L)) < 0)
     fputs("arbor: --init: cannot become a subreaper\n", stderr);
   int status = run_script(L, argv[i], &o, argc - i - 1, argv + i + 1);
   lua_close(L);

@@ -26,7 +26,8 @@ enum { RESUME_VALUES = 0, RESUME_CANCEL, RESUME_FAIL };
 enum { WAIT_NONE = 0, WAIT_SLEEP, WAIT_CANCEL, WAIT_PARK };
 
 /* Timer kinds. */
-enum { TIMER_WAKE = 1, TIMER_RESTART, TIMER_DEADLINE, TIMER_BOUND };
+enum { TIMER_WAKE = 1, TIMER_RESTART, TIMER_DEADLINE, TIMER_BOUND,
+       TIMER_READY, TIMER_ALIVE };
 
 /* Per-node processor flags. */
 enum {
@@ -106,6 +107,29 @@ typedef struct pnode_stop {
   struct pnode *cursor;       /* child being stopped (PN_STOPPING) */
 } pnode_stop;
 
+/* The seconds a node must stay HEALTHY to count as up (its failure streak,
+   `consecutive`, then starts again) when its min_uptime is not set:
+   supervisord's startsecs. */
+#define ARBOR_MIN_UPTIME 1.0
+
+/* Which of a node's timing options were given on ctx:run / ctx:group
+   (pnode_timing.given): a default (arbor.exec's) does not override them. */
+enum { TM_MIN_UPTIME = 1u << 0, TM_READY = 1u << 1, TM_WATCHDOG = 1u << 2 };
+
+/* A node's timing options (deadline.c), made when one is set: most nodes
+   have none. Kept across restarts, dropped when the node is discarded. One
+   timer serves both deadlines: ready_timeout before HEALTHY, the watchdog
+   after. */
+typedef struct pnode_timing {
+  arbor_timer timer;    /* TIMER_READY or TIMER_ALIVE */
+  struct pnode *owner;
+  double last_alive;    /* engine time of the last heartbeat (ctx:alive) */
+  double min_uptime;    /* seconds HEALTHY to count as up; < 0: unset */
+  double ready_timeout; /* seconds from the start to HEALTHY; 0: none */
+  double watchdog;      /* seconds between heartbeats once HEALTHY; 0: none */
+  unsigned given;       /* TM_*: set by the node's own options */
+} pnode_timing;
+
 /* A node's lifecycle (ARBOR_LC_* of core/gate.h) and its slot in its
    parent's coordinator live in the tree node's owner fields. */
 #define pn_lc(pn) ((pn)->n.tag)
@@ -120,6 +144,7 @@ typedef struct pnode {
   arbor_timer wake;    /* sleep, or a delayed restart */
   struct pnode *ready_next;
   pnode_stop *stop;    /* NULL until first stopped */
+  pnode_timing *timing; /* NULL unless a timing option was set */
   struct arbor_coord *coord; /* lifecycle coordinator of its children, made
                                 at the first child that needs one */
   arbor_str *error, *trace;
@@ -133,7 +158,8 @@ typedef struct pnode {
   int fail_ref;        /* error value injected by the harness */
   uint32_t wait_seq;
   uint32_t restarts;   /* restarts performed */
-  uint32_t consecutive; /* failures since last HEALTHY or DONE */
+  uint32_t consecutive; /* failures since the last incarnation that was up
+                          (HEALTHY for min_uptime) or DONE */
   uint16_t shield;
   uint16_t pflags;     /* PN_* */
   uint8_t wait;        /* WAIT_* */
@@ -308,6 +334,35 @@ void arbor_engine_park(arbor_engine *e, pnode *pn, int wait, double seconds);
    delivered, 0 when pn no longer waits on seq. */
 int arbor_engine_unpark(arbor_engine *e, pnode *pn, uint32_t seq, lua_State *L,
                         int nvals);
+/* pn's timing options (deadline.c): TM_MIN_UPTIME, TM_READY or
+   TM_WATCHDOG. Sets it to s seconds (>= 0; 0 for a deadline: none) as the
+   node's own option when given, else as a default: only when the node's
+   own options did not set it. A deadline set while it applies (ready_timeout
+   before HEALTHY, the watchdog once HEALTHY) is armed at once. */
+void arbor_engine_set_timing(arbor_engine *e, pnode *pn, unsigned which,
+                             double s, int given);
+/* The value in force: min_uptime (its default when unset), or a
+   deadline's seconds (0: none). */
+double arbor_engine_timing(const pnode *pn, unsigned which);
+/* Moves pn's ready deadline to now + s when that is later (a process's
+   EXTEND_TIMEOUT_USEC, systemd's rule). Returns 1 when pn waits for its
+   HEALTHY under a deadline, else 0 (nothing to extend). */
+int arbor_engine_extend_ready(arbor_engine *e, pnode *pn, double s);
+/* The heartbeat of pn's incarnation (ctx:alive, a process's WATCHDOG=1):
+   its watchdog deadline moves to now + watchdog (deadline.c). Cheap: it
+   writes the time, the timer is moved when it fires. */
+void arbor_engine_alive(arbor_engine *e, pnode *pn);
+/* Fails pn's running incarnation now with reason (borrowed) as its error:
+   it is DEAD, its context is canceled (its coroutine ends as a canceled
+   one does) and its policy decides once its subtree exited, as for an
+   escalation. Returns -1 (nothing done) when pn does not run, is DEAD
+   already or is being stopped. */
+int arbor_engine_fail_now(arbor_engine *e, pnode *pn, arbor_str *reason);
+/* pn's failure streak as its policy would see it now: 0 once the running
+   incarnation has been HEALTHY for min_uptime (the reset happens at its
+   exit; views may show this instead of the stored count). */
+uint32_t arbor_engine_streak(arbor_engine *e, const pnode *pn);
+
 /* Appends a log line to pn (and calls the sink). Takes a reference. */
 void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line);
 /* Emits a state event (for changes made outside the tree's hooks). */

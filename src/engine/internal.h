@@ -29,6 +29,10 @@ void arbor__kernel_exit(arbor_engine *e, pnode *pn, arbor_state s,
 /* pn started, became HEALTHY or exited for good: the next member of its
    group starts if it waited for that. */
 void arbor__kernel_release(arbor_engine *e, pnode *pn);
+/* Fails pn from outside its incarnation (a missed deadline, an escalation):
+   it is DEAD with why (borrowed) as its error, its subtree and group
+   stop (T6) and its policy decides once they exited. */
+void arbor__kernel_fail(arbor_engine *e, pnode *pn, arbor_str *why);
 /* A poststop child running for a stopping parent: bounded by its shutdown
    time (L3). */
 void arbor__kernel_bound(arbor_engine *e, pnode *pn);

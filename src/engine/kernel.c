@@ -15,6 +15,7 @@
  */
 #include "engine/internal.h"
 #include "engine/clock.h"
+#include "engine/deadline.h"
 #include "engine/ready.h"
 #include "core/mem.h"
 
@@ -61,6 +62,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   pn->done = 0;
   pn->started = arbor__step_time(e);
   pn->healthy_at = -1;
+  if (pn->timing) arbor__deadline_started(e, pn); /* ready_timeout */
   lua_State *co = arbor__ready_thread(e, pn);
   lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
   arbor_push_ctx(co, pn);
@@ -154,8 +156,12 @@ void arbor__kernel_exit(arbor_engine *e, pnode *pn, arbor_state s,
   }
   arbor_timers_disarm(&e->timers, &pn->wake);
   if (pn->stop) arbor_timers_disarm(&e->timers, &pn->stop->deadline);
+  arbor__deadline_clear(e, pn);
   pn->wait = WAIT_NONE;
   pn->exited = arbor__step_time(e);
+  /* up for min_uptime: its streak starts again (a declared node was
+     counted when it was declared) */
+  if (!declared && arbor__deadline_was_up(pn, pn->exited)) pn->consecutive = 0;
   if (failed) {
     record_failure(e, pn);
     arbor_str_set(&pn->error, reason);
@@ -182,14 +188,22 @@ void arbor__kernel_exit(arbor_engine *e, pnode *pn, arbor_state s,
    exited. */
 static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
   if (pn->n.state == ARBOR_DEAD) return; /* already failing */
+  if (arbor_node_running(&pn->n)) {
+    pn->exited = arbor__step_time(e);
+    arbor__deadline_clear(e, pn);
+  }
+  if (arbor__deadline_was_up(pn, pn->exited)) pn->consecutive = 0;
   record_failure(e, pn);
   arbor_str_set(&pn->error, why);
   arbor_str_set(&pn->trace, NULL);
   pn->n.flags |= ARBOR_F_DECLARED;
   arbor__tr_set_state(e, pn, ARBOR_DEAD, why);
-  if (arbor_node_running(&pn->n)) pn->exited = arbor__step_time(e);
   spread_death(e, pn);
   if (pn->n.live == 0) after_exit(e, pn);
+}
+
+void arbor__kernel_fail(arbor_engine *e, pnode *pn, arbor_str *why) {
+  declare_dead(e, pn, why);
 }
 
 /* pn's subtree has exited and it wants a restart (T8): its policy decides

@@ -4,6 +4,7 @@
  * closing it.
  */
 #include "engine/internal.h"
+#include "engine/deadline.h"
 #include "engine/ready.h"
 
 #include <lauxlib.h>
@@ -33,6 +34,7 @@ static void hook_detached(arbor_node *n, void *ud) {
     free(pn->stop);
     pn->stop = NULL;
   }
+  arbor__deadline_free(e, pn);
   arbor__ready_unlink(e, pn);
   arbor__ready_close_coroutine(e, pn);
   arbor_engine_unref_fn(e, pn->fn_ref);

@@ -3,6 +3,7 @@
  */
 #include "engine/internal.h"
 #include "engine/clock.h"
+#include "engine/deadline.h"
 #include "engine/ready.h"
 
 #include <lauxlib.h>
@@ -49,6 +50,13 @@ static void fire(arbor_engine *e, arbor_timer *t) {
     pn = ((pnode_stop *)((char *)t - offsetof(pnode_stop, deadline)))->owner;
     if (!arbor_node_canceled(&pn->n)) arbor__lc_bound_fired(e, pn);
     break;
+  case TIMER_READY:
+  case TIMER_ALIVE: { /* ready_timeout, watchdog (deadline.c) */
+    arbor_str *why = arbor__deadline_fired(e, t, &pn);
+    if (why) arbor__kernel_fail(e, pn, why);
+    arbor_str_unref(why);
+    break;
+  }
   }
 }
 
@@ -142,6 +150,22 @@ static void on_signal(uv_signal_t *h, int signum) {
   pump(e);
 }
 
+/* SIGHUP never ends arbor (a closed terminal sends it): it is logged on
+   the root and ignored until reloading the script exists. Under --init the
+   process groups get it too (proc/reaper.c forwards it). */
+static void on_sighup(uv_signal_t *h, int signum) {
+  (void)signum;
+  arbor_engine *e = h->data;
+  arbor__step_begin(e);
+  arbor_str *line =
+      arbor_str_lit("SIGHUP ignored: reloading the script is not implemented yet");
+  arbor_engine_log(e, (pnode *)e->tree.root, line);
+  arbor_str_unref(line);
+  pump(e);
+}
+
+static void on_sighup_closed(uv_handle_t *h) { h->data = NULL; }
+
 /* One turn: fire due timers, drain, re-arm; stops the loop when finished. */
 static void pump(arbor_engine *e) {
   e->wakeups++;
@@ -164,9 +188,16 @@ static void pump(arbor_engine *e) {
 void arbor_engine_run(arbor_engine *e) {
   if (!e->loop) return;
   uv_check_start(&e->check, on_check);
+  uv_signal_t sighup; /* lives as long as this run */
+  sighup.data = NULL;
   if (e->signals) {
     uv_signal_start(&e->sigint, on_signal, SIGINT);
     uv_signal_start(&e->sigterm, on_signal, SIGTERM);
+    if (uv_signal_init(e->loop, &sighup) == 0) {
+      sighup.data = e;
+      uv_unref((uv_handle_t *)&sighup);
+      uv_signal_start(&sighup, on_sighup, SIGHUP);
+    }
     arbor_watchdog_signals_on(); /* a stuck loop still ends (T12) */
   }
   double loop_limit = arbor_watchdog_loop_limit();
@@ -179,6 +210,10 @@ void arbor_engine_run(arbor_engine *e) {
   if (e->signals) arbor_watchdog_signals_off();
   uv_signal_stop(&e->sigint);
   uv_signal_stop(&e->sigterm);
+  if (sighup.data) {
+    uv_close((uv_handle_t *)&sighup, on_sighup_closed);
+    while (sighup.data) uv_run(e->loop, UV_RUN_NOWAIT);
+  }
   uv_timer_stop(&e->timer);
 }
 

@@ -1,9 +1,11 @@
 /* ops.c: what is asked of a node from outside its incarnation: stop and
- * hold it, restart it (the bindings, the control plane, the harness), and
- * its runnable's signals (healthy, done).
+ * hold it, restart it, fail it now (the bindings, the control plane, the
+ * harness, a process's watchdog), and its runnable's signals (healthy,
+ * done).
  */
 #include "engine/internal.h"
 #include "engine/clock.h"
+#include "engine/deadline.h"
 
 #include <string.h>
 
@@ -79,8 +81,10 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
   arbor_node *n = &pn->n;
   if (strcmp(what, "healthy") == 0) {
     if (n->state != ARBOR_NEW) return "healthy";
-    pn->consecutive = 0;
+    /* the streak starts again only once it stayed up for min_uptime: seen
+       at its exit (kernel.c), no timer per start */
     pn->healthy_at = arbor__step_time(e);
+    if (pn->timing) arbor__deadline_healthy(e, pn);
     arbor__tr_set_state(e, pn, ARBOR_HEALTHY, NULL);
     arbor__kernel_release(e, pn); /* an ordered successor may start */
     return NULL;
@@ -89,8 +93,18 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
     if (n->state != ARBOR_HEALTHY) return "done";
     pn->consecutive = 0;
     pn->done = 1;
+    arbor__deadline_clear(e, pn);
     arbor__tr_set_state(e, pn, ARBOR_DONE, NULL);
     return NULL;
   }
   return "unknown";
+}
+
+int arbor_engine_fail_now(arbor_engine *e, pnode *pn, arbor_str *reason) {
+  arbor_node *n = &pn->n;
+  if (!arbor_node_running(n) || arbor_node_canceled(n) ||
+      n->state == ARBOR_DEAD)
+    return -1;
+  arbor__kernel_fail(e, pn, reason);
+  return 0;
 }

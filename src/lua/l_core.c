@@ -4,6 +4,7 @@
 
 #include "engine/home.h"
 #include "lua/l_arbor.h"
+#include "lua/l_options.h"
 
 #ifndef ARBOR_VERSION
 #define ARBOR_VERSION "0.1.0"
@@ -38,6 +39,25 @@ static int l_cut(lua_State *L) {
   return 1;
 }
 
+/* core.unknown_options(opts, known) -> message | nil: "unknown options
+   'a', 'b' (did you mean 'c'?); known: ..." when the table opts has keys
+   not in the list known (strings, in the order to list them), as ctx:run
+   reports them (arbor.exec uses it). */
+static int l_unknown_options(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 2);
+  const char **known = lua_newuserdatauv(L, ((size_t)n + 1) * sizeof *known, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, 2, i);
+    known[i - 1] = luaL_checkstring(L, -1); /* kept alive by the list */
+    lua_pop(L, 1);
+  }
+  known[n] = NULL;
+  if (!arbor_unknown_options(L, 1, known)) lua_pushnil(L);
+  return 1;
+}
+
 /* core.rss(): resident set size in bytes, from /proc/self/statm. */
 static int l_rss(lua_State *L) {
   size_t rss = 0;
@@ -66,6 +86,7 @@ static const luaL_Reg funcs[] = {
     {"isatty", l_isatty},
     {"name_valid", l_name_valid},
     {"rss", l_rss},
+    {"unknown_options", l_unknown_options},
     {NULL, NULL},
 };
 

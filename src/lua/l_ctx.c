@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lua/l_arbor.h"
+#include "lua/l_options.h"
 #include "engine/ctx.h"
 #include "engine/lifecycle.h"
 
@@ -159,6 +160,74 @@ static int ctx_log(lua_State *L) {
   return 0;
 }
 
+/* ---- timing: heartbeats, failing now, arbor.exec's defaults --------- */
+
+/* ctx:alive(): the heartbeat its `watchdog` option waits for. */
+static int ctx_alive(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  arbor_engine_alive(pn_engine(pn), pn);
+  return 0;
+}
+
+/* core.fail_now(ctx, reason) -> true | false: fails the node now with reason
+   (a process's WATCHDOG=trigger); false when it is already failing or
+   being stopped. Its blocking calls raise the cancellation from then on. */
+static int ctx_fail_now(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  size_t len;
+  const char *r = luaL_tolstring(L, 2, &len);
+  arbor_str *reason = arbor_str_new(r, len);
+  if (!reason) return luaL_error(L, "out of memory");
+  int ok = arbor_engine_fail_now(pn_engine(pn), pn, reason) == 0;
+  arbor_str_unref(reason);
+  lua_pushboolean(L, ok);
+  return 1;
+}
+
+/* core.default_<option>(ctx [, s]) -> seconds in force (arbor.exec's
+   defaults, lua/arbor/exec.lua): sets the node's option
+   to s unless ctx:run / ctx:group gave it (arbor.exec's defaults: false or
+   0 for a deadline is none); returns the value in force (0: none). */
+static int default_timing(lua_State *L, unsigned which, const char *name) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  if (!lua_isnoneornil(L, 2)) {
+    double s = lua_isboolean(L, 2) && !lua_toboolean(L, 2) && which != TM_MIN_UPTIME
+                   ? 0
+                   : luaL_checknumber(L, 2);
+    if (!(s >= 0) || !isfinite(s))
+      return arbor_dn_error(L, pn, "core.default_%s(ctx, seconds): want a "
+                            "finite number >= 0", name);
+    arbor_engine_set_timing(pn_engine(pn), pn, which, s, 0);
+  }
+  lua_pushnumber(L, arbor_engine_timing(pn, which));
+  return 1;
+}
+
+/* core.extend_ready(ctx, s) -> true | false: the ready deadline moves to
+   now + s when later (EXTEND_TIMEOUT_USEC); false when the node has none
+   running (no ready_timeout, or HEALTHY already). */
+static int ctx_extend_ready(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  double s = luaL_checknumber(L, 2);
+  if (!(s >= 0) || !isfinite(s))
+    return arbor_dn_error(L, pn, "core.extend_ready(ctx, seconds): want a "
+                          "finite number >= 0");
+  lua_pushboolean(L, arbor_engine_extend_ready(pn_engine(pn), pn, s));
+  return 1;
+}
+
+static int ctx_default_min_uptime(lua_State *L) {
+  return default_timing(L, TM_MIN_UPTIME, "min_uptime");
+}
+
+static int ctx_default_ready_timeout(lua_State *L) {
+  return default_timing(L, TM_READY, "ready_timeout");
+}
+
+static int ctx_default_watchdog(lua_State *L) {
+  return default_timing(L, TM_WATCHDOG, "watchdog");
+}
+
 /* ---- children ------------------------------------------------------- */
 
 /* Reads the option `lifecycle` or `sidecar` (value on top) into o. */
@@ -204,42 +273,90 @@ static void check_gate(lua_State *L, pnode *parent, const arbor_child_opts *o,
                  arbor_lc_state(parent), gate);
 }
 
-/* Reads ctx:run / ctx:group options at idx into o. Raises on bad input. */
-static void read_opts(lua_State *L, int idx, pnode *parent, arbor_child_opts *o,
+/* The options of ctx:run and ctx:group, in the order errors list them. */
+static const char *const run_options[] = {
+    "policy",   "shutdown",    "min_uptime",    "ready_timeout", "watchdog",
+    "strategy", "ordered",     "significant",   "auto_shutdown", "stop",
+    "lifecycle", "sidecar",    NULL};
+
+/* ctx:run / ctx:group options: the engine's (l_arbor.h) and the timing
+   ones (deadline.c); a timing option < 0 is not given. */
+typedef struct run_opts {
+  arbor_child_opts c;
+  double timing[3]; /* min_uptime, ready_timeout, watchdog */
+} run_opts;
+
+static const unsigned timing_bit[3] = {TM_MIN_UPTIME, TM_READY, TM_WATCHDOG};
+
+/* Reads the timing option k (value on top) into o; 0 when k is not one. */
+static int read_timing_opt(lua_State *L, pnode *parent, run_opts *o,
+                           const char *what, const char *k) {
+  int i = strcmp(k, "min_uptime") == 0      ? 0
+          : strcmp(k, "ready_timeout") == 0 ? 1
+          : strcmp(k, "watchdog") == 0      ? 2
+                                            : -1;
+  if (i < 0) return 0;
+  if (i > 0 && lua_isboolean(L, -1) && !lua_toboolean(L, -1)) {
+    o->timing[i] = 0; /* false: none, not even arbor.exec's default */
+    return 1;
+  }
+  double s = lua_tonumber(L, -1);
+  int ok = lua_type(L, -1) == LUA_TNUMBER && isfinite(s) &&
+           (i == 0 ? s >= 0 : s > 0);
+  if (!ok) {
+    const char *got = lua_type(L, -1) == LUA_TNUMBER
+                          ? luaL_tolstring(L, -1, NULL)
+                          : luaL_typename(L, -1);
+    arbor_dn_error(L, parent,
+                   "%s: option '%s' must be a finite number %s (seconds)%s, "
+                   "got %s",
+                   what, k, i == 0 ? ">= 0" : "> 0", i == 0 ? "" : " or false",
+                   got);
+  }
+  o->timing[i] = s;
+  return 1;
+}
+
+/* Reads ctx:run / ctx:group options at idx into o. Raises on bad input:
+   every unknown name at once, then the first bad value, naming it. */
+static void read_opts(lua_State *L, int idx, pnode *parent, run_opts *ro,
                       const char *what) {
+  arbor_child_opts *o = &ro->c;
   o->policy_idx = 0;
   o->shutdown = 5.0;
   o->lc = ARBOR_LC_MAIN;
   o->gflags = o->grouping = o->parallel = 0;
+  ro->timing[0] = ro->timing[1] = ro->timing[2] = -1;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
     arbor_dn_error(L, parent, "%s: options must be a table, got %s", what,
                    luaL_typename(L, idx));
+  if (arbor_unknown_options(L, idx, run_options))
+    arbor_dn_error(L, parent, "%s: %s", what, lua_tostring(L, -1));
   lua_pushnil(L);
   while (lua_next(L, idx)) {
-    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
-    if (k && strcmp(k, "policy") == 0) {
+    const char *k = lua_tostring(L, -2); /* a known name: a string */
+    if (strcmp(k, "policy") == 0) {
       if (!lua_isfunction(L, -1))
         arbor_dn_error(L, parent, "%s: option 'policy' must be a function, "
                        "got %s", what, luaL_typename(L, -1));
       o->policy_idx = 1;
-    } else if (k && strcmp(k, "shutdown") == 0) {
+    } else if (strcmp(k, "shutdown") == 0) {
       double s = lua_tonumber(L, -1);
       if (lua_type(L, -1) != LUA_TNUMBER || !(s >= 0) || !isfinite(s))
         arbor_dn_error(L, parent,
                        "%s: option 'shutdown' must be a finite number >= 0 "
-                       "(seconds)",
-                       what);
+                       "(seconds), got %s",
+                       what, lua_type(L, -1) == LUA_TNUMBER
+                                 ? luaL_tolstring(L, -1, NULL)
+                                 : luaL_typename(L, -1));
       o->shutdown = s;
-    } else if (k && (strcmp(k, "lifecycle") == 0 || strcmp(k, "sidecar") == 0)) {
+    } else if (strcmp(k, "lifecycle") == 0 || strcmp(k, "sidecar") == 0) {
       read_lifecycle_opt(L, parent, o, what, k);
-    } else if (k && arbor_strategy_opt(L, k, o, parent, what)) {
+    } else if (read_timing_opt(L, parent, ro, what, k)) {
       /* read */
     } else {
-      size_t len;
-      const char *s = k ? lua_tolstring(L, -2, &len) : luaL_typename(L, -2);
-      arbor_dn_error(L, parent, "%s: unknown option '%s'", what,
-                     k ? arbor_push_cut(L, s, len) : s);
+      arbor_strategy_opt(L, k, o, parent, what);
     }
     lua_pop(L, 1);
   }
@@ -276,7 +393,8 @@ static void name_error(lua_State *L, pnode *parent, const char *name,
 
 /* Creates and starts a child whose runnable is at fn_idx. */
 static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
-                    int fn_idx, const arbor_child_opts *o) {
+                    int fn_idx, const run_opts *ro) {
+  const arbor_child_opts *o = &ro->c;
   int err = 0;
   pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
   if (!c) name_error(L, parent, name, len, err);
@@ -288,6 +406,9 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   c->gflags = (uint8_t)o->gflags;
   if (o->parallel) c->pflags |= PN_PARALLEL;
   pn_lc(c) = (uint8_t)o->lc;
+  for (int i = 0; i < 3; i++)
+    if (ro->timing[i] >= 0)
+      arbor_engine_set_timing(e, c, timing_bit[i], ro->timing[i], 1);
   arbor_lc_register(e, c);
   return c;
 }
@@ -317,9 +438,9 @@ static int add_child(lua_State *L, pnode *pn, int at, const char *what) {
                           "function, got %s",
                           what, arbor_push_cut(L, name, len),
                           luaL_typename(L, at + 1));
-  arbor_child_opts o;
+  run_opts o;
   read_opts(L, at + 2, pn, &o, what);
-  check_gate(L, pn, &o, what, name, len);
+  check_gate(L, pn, &o.c, what, name, len);
   launch(spawn(L, pn, name, len, at + 1, &o));
   return 0;
 }
@@ -352,7 +473,7 @@ static int ctx_group(lua_State *L) {
                           "ctx:group(members): want a table of name = "
                           "function, got %s",
                           luaL_typename(L, 2));
-  arbor_child_opts o;
+  run_opts o;
   read_opts(L, 3, pn, &o, "ctx:group");
   /* Check every member before anything changes. */
   size_t count = 0;
@@ -379,7 +500,7 @@ static int ctx_group(lua_State *L) {
   lua_next(L, 2);
   size_t len;
   const char *name = lua_tolstring(L, -2, &len);
-  check_gate(L, pn, &o, "ctx:group", name, len);
+  check_gate(L, pn, &o.c, "ctx:group", name, len);
   lua_pop(L, 2);
   const char **names = lua_newuserdatauv(L, count * sizeof *names, 0);
   size_t i = 0;
@@ -451,6 +572,7 @@ static const luaL_Reg ctx_methods[] = {
     {"wait", ctx_wait},
     {"canceled", ctx_canceled},
     {"log", ctx_log},
+    {"alive", ctx_alive},
     {NULL, NULL},
 };
 
@@ -462,6 +584,11 @@ static const luaL_Reg ctx_private[] = {
     {"park_seq", ctx_park_seq},
     {"park", ctx_park},
     {"unpark", ctx_unpark},
+    {"fail_now", ctx_fail_now},
+    {"extend_ready", ctx_extend_ready},
+    {"default_min_uptime", ctx_default_min_uptime},
+    {"default_ready_timeout", ctx_default_ready_timeout},
+    {"default_watchdog", ctx_default_watchdog},
     {NULL, NULL},
 };
 

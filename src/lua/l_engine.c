@@ -4,14 +4,20 @@
  * public module (lua/arbor/init.lua) and the harness
  * (lua/arbor/testing.lua) are written on top of it.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
+#include <signal.h>
+#include <string.h>
 
 #include "engine/internal.h"
 #include "lua/l_arbor.h"
+#include "proc/nodes.h"
 
 typedef struct lengine {
   arbor_engine *e;
+  int checking; /* `arbor check`: builds the tree, starts no process */
 } lengine;
 
 /* Weak table light(e) -> engine userdata, for core.current(). */
@@ -35,7 +41,9 @@ static int push_engine_object(lua_State *L, arbor_engine *e) {
 }
 
 /* core.engine{virtual=, seed=, ring=, ring_bytes=, outbox=, signals=,
-   runaway=} */
+   runaway=, check=}. check (`arbor check`) needs the virtual clock, whose
+   engines start no operating-system process (core.spawn refuses): a
+   process node sees core.checking() and only checks what it would run. */
 static int l_engine_new(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_getfield(L, 1, "virtual");
@@ -54,6 +62,11 @@ static int l_engine_new(lua_State *L) {
   if (outbox < 1) return luaL_error(L, "engine: outbox must be >= 1");
   lua_getfield(L, 1, "signals");
   int signals = lua_toboolean(L, -1);
+  lua_getfield(L, 1, "check");
+  int checking = lua_toboolean(L, -1);
+  if (checking && !virt)
+    return luaL_error(L, "engine: check mode runs on the virtual clock "
+                         "(it starts no process)");
   lua_getfield(L, 1, "runaway");
   double runaway = luaL_optnumber(L, -1, 10.0);
   if (!(runaway >= 0) || !isfinite(runaway))
@@ -61,6 +74,7 @@ static int l_engine_new(lua_State *L) {
   lua_settop(L, 1);
   lengine *le = lua_newuserdatauv(L, sizeof *le, 0);
   le->e = NULL;
+  le->checking = checking;
   luaL_setmetatable(L, ARBOR_ENGINE_MT);
   le->e = arbor_engine_new(L, virt, seed, (size_t)ring);
   if (!le->e) return luaL_error(L, "engine: out of memory");
@@ -96,6 +110,21 @@ static int l_current(lua_State *L) {
   arbor_engine *e = arbor_engine_current();
   if (!e) return lua_pushnil(L), 1;
   return push_engine_object(L, e);
+}
+
+/* core.checking(): true when the engine running the calling code is in
+   check mode (`arbor check`): a process node checks its program and
+   options, starts nothing and signals healthy. */
+static int l_checking(lua_State *L) {
+  arbor_engine *e = arbor_engine_current();
+  int on = 0;
+  if (e) {
+    push_engine_object(L, e);
+    lengine *le = luaL_testudata(L, -1, ARBOR_ENGINE_MT);
+    on = le && le->checking;
+  }
+  lua_pushboolean(L, on);
+  return 1;
 }
 
 static int set_ref(lua_State *L, int *ref, int idx) {
@@ -321,6 +350,71 @@ static int l_hold(lua_State *L) {
   return 0;
 }
 
+/* The signal given at idx: a name ("HUP", "SIGHUP", "hup") or a number
+   (1 to SIGRTMAX, also as a string); raises otherwise, naming what. */
+static int check_signal(lua_State *L, int idx, const char *what) {
+  if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TSTRING) {
+    int isnum;
+    lua_Integer n = lua_tointegerx(L, idx, &isnum);
+    if (isnum) {
+      if (n >= 1 && n <= SIGRTMAX) return (int)n;
+    } else if (lua_type(L, idx) == LUA_TSTRING) {
+      size_t len;
+      const char *s = lua_tolstring(L, idx, &len);
+      char up[16];
+      if (len < sizeof up) {
+        for (size_t i = 0; i <= len; i++)
+          up[i] = (char)toupper((unsigned char)s[i]);
+        int sig = arbor_signal_number(up);
+        if (sig > 0) return sig;
+      }
+    }
+  }
+  size_t len;
+  const char *given = luaL_tolstring(L, idx, &len);
+  arbor_push_cut(L, given, len); /* a long string is not echoed whole */
+  return luaL_error(L,
+                    "%s: unknown signal '%s' (want a name like HUP or "
+                    "SIGUSR1, or a number)",
+                    what, lua_tostring(L, -1));
+}
+
+/* e:kill(dn, sig) -> the number of process groups signaled and the
+   signal's name ("SIGHUP"), or nil,
+   "ESRCH: <dn> runs no process", "ESRCH": sends sig to the process group
+   of each process of the node's running incarnation (its main process and
+   what it started, as `kill -SIG -PGID`). */
+static int l_kill(lua_State *L) {
+  arbor_engine *e = check_engine(L, 1);
+  pnode *pn = arbor_check_node(L, e, 2);
+  const char *dn = lua_tostring(L, 2);
+  int sig = check_signal(L, 3, dn);
+  arbor_proc *ps[64];
+  size_t n = 0;
+  if (pn->pflags & PN_PROCS) n = arbor_proc_of_node(pn, ps, 64);
+  if (n > 64) n = 64;
+  lua_Integer sent = 0;
+  int err = 0;
+  for (size_t i = 0; i < n; i++) {
+    int rc = arbor_proc_kill(ps[i], sig, 1);
+    if (rc == 0)
+      sent++;
+    else if (rc < 0 && rc != -ESRCH)
+      err = rc;
+  }
+  if (sent > 0) {
+    const char *name = arbor_signal_name(sig);
+    lua_pushinteger(L, sent);
+    if (name)
+      lua_pushstring(L, name);
+    else
+      lua_pushfstring(L, "signal %d", sig);
+    return 2;
+  }
+  if (err) return arbor_push_errno(L, err, "cannot signal %s", dn);
+  return arbor_push_fail(L, "ESRCH", "%s runs no process to signal", dn);
+}
+
 /* e:fail(dn, err) */
 static int l_fail(lua_State *L) {
   arbor_engine *e = check_engine(L, 1);
@@ -407,6 +501,7 @@ static const luaL_Reg engine_methods[] = {
     {"restart", l_restart},
     {"cancel", l_cancel},
     {"hold", l_hold},
+    {"kill", l_kill},
     {"fail", l_fail},
     {"logs", l_logs},
     {"stuck", l_stuck},
@@ -436,6 +531,8 @@ void arbor_open_engine(lua_State *L) {
   lua_setfield(L, -2, "engine");
   lua_pushcfunction(L, l_current);
   lua_setfield(L, -2, "current");
+  lua_pushcfunction(L, l_checking);
+  lua_setfield(L, -2, "checking");
   lua_pushcfunction(L, l_runnable);
   lua_setfield(L, -2, "runnable");
 }

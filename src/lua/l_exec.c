@@ -8,6 +8,7 @@
 #include <math.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -55,9 +56,10 @@ static int opt_int(lua_State *L, int idx, int *set) {
 }
 
 /* core.spawn(ctx, file, argv, env, cwd, uid, gid, umask, stdin_inherit,
-   ready, stop_signal, grace, line_max) -> proc | nil, "ENAME: message",
-   "ENAME". Checked by exec.lua: env is a list of "K=V" or nil, ready 0
-   (spawn), 1 (notify) or 2 (systemd); nil for what is not set. */
+   ready, stop_signal, grace, line_max, watchdog) -> proc | nil, "ENAME:
+   message", "ENAME". Checked by exec.lua: env is a list of "K=V" or nil,
+   ready 0 (spawn), 1 (notify) or 2 (systemd), watchdog seconds; nil for
+   what is not set. */
 static int l_spawn(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   arbor_engine *e = pn_engine(pn);
@@ -65,7 +67,7 @@ static int l_spawn(lua_State *L) {
     return luaL_error(L,
                       "ctx:exec: processes need a real-clock engine "
                       "(arbor.run); the virtual harness has no process I/O");
-  lua_settop(L, 13);
+  lua_settop(L, 14);
   char *argv_buf[32], *env_buf[128];
   arbor_proc_opts o;
   memset(&o, 0, sizeof o);
@@ -86,6 +88,7 @@ static int l_spawn(lua_State *L) {
   if (!set) o.stop_signal = SIGTERM;
   o.grace = luaL_optnumber(L, 12, 10.0);
   o.line_max = (size_t)opt_int(L, 13, &set);
+  o.watchdog = luaL_optnumber(L, 14, 0);
   if (!o.file || !o.argv[0]) return luaL_error(L, "core.spawn: bad spec");
 
   lproc *lp = lua_newuserdatauv(L, sizeof *lp, 0);
@@ -208,11 +211,19 @@ static pnode *check_owner(lua_State *L, arbor_proc *p, const char *what) {
   return pn;
 }
 
-/* Pushes how p ended: code, signal name, description. [-0, +3, m] */
+/* Pushes how p ended: code, signal name, description ("killed after
+   grace 2 s" when a stop had to SIGKILL it). [-0, +3, m] */
 static int push_status(lua_State *L, arbor_proc *p) {
   int64_t status;
+  double grace;
   int sig = arbor_proc_status(p, &status);
-  if (sig) {
+  if (arbor_proc_killed_after_grace(p, &grace)) {
+    char how[64];
+    snprintf(how, sizeof how, "killed after grace %g s", grace);
+    lua_pushnil(L);
+    lua_pushstring(L, arbor_signal_name(sig));
+    lua_pushstring(L, how);
+  } else if (sig) {
     const char *name = arbor_signal_name(sig);
     lua_pushnil(L);
     if (name)
@@ -275,6 +286,15 @@ static int k_proc(lua_State *L, int status, lua_KContext ctx) {
     lua_pushliteral(L, "ready");
     return 1;
   }
+  double extend = 0;
+  switch (arbor_proc_take_watchdog(p, &extend)) {
+  case 1: lua_pushliteral(L, "watchdog"); return 1;
+  case 2: lua_pushliteral(L, "trigger"); return 1;
+  case 3:
+    lua_pushliteral(L, "extend");
+    lua_pushnumber(L, extend);
+    return 2;
+  }
   if (arbor_proc_finished(p)) {
     lua_pushliteral(L, "exit");
     return 1;
@@ -325,7 +345,8 @@ static int proc_stop(lua_State *L) {
   return block(L, p, PW_STOP, -1, "stop");
 }
 
-/* proc:_next([timeout]) -> "line", text | "ready" | "exit" | nothing */
+/* proc:_next([timeout]) -> "line", text | "ready" | "watchdog" |
+   "trigger" | "extend", seconds | "exit" | nothing (timeout) */
 static int proc_next(lua_State *L) {
   arbor_proc *p = check_proc(L, 1);
   double t = luaL_optnumber(L, 2, -1);

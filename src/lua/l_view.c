@@ -6,14 +6,19 @@
  * is then pushed as Lua or written as JSON: e:tree() and tree --json are
  * made from the same table and cannot drift.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/internal.h"
 #include "engine/lifecycle.h"
 #include "lua/l_arbor.h"
+#include "proc/nodes.h"
 
 /* The fields of a node view (T13a), in one table: their index (F_*), Lua
    name and JSON key all come from it. Tree snapshots and tree --json have
@@ -22,7 +27,8 @@
   X(DN, dn) X(NAME, name) X(STATE, state) X(RESTARTS, restarts)                \
   X(INCARNATION, incarnation) X(UPTIME, uptime) X(ERROR, error)                \
   X(BLOCKED, blocked) X(LIFECYCLE, lifecycle) X(SIDECAR, sidecar)              \
-  X(COORDINATOR, coordinator) X(GATED, gated)
+  X(COORDINATOR, coordinator) X(GATED, gated) X(PID, pid) X(PIDS, pids)        \
+  X(LAST_EXIT, last_exit) X(RESTART_IN, restart_in) X(NOTE, note)
 #define DETAIL_FIELDS(X)                                                       \
   X(CONSECUTIVE, consecutive) X(TRACEBACK, traceback) X(RETIRED, retired)      \
   X(RUNNING, running) X(CANCELED, canceled) X(HELD, held) X(FORCED, forced)    \
@@ -48,8 +54,12 @@ static const char *const json_keys[F_SUMMARY] = {SUMMARY_FIELDS(F_KEY)};
 /* A field's value. V_WORD is a static name (a state...) without its
    length: nothing in it needs escaping in JSON. */
 typedef enum {
-  V_NONE, V_BOOL, V_INT, V_NUM, V_STR, V_WORD, V_DN, V_CHILDREN
+  V_NONE, V_BOOL, V_INT, V_NUM, V_STR, V_WORD, V_DN, V_CHILDREN, V_PIDS,
+  V_EXIT
 } vkind;
+
+/* A node's processes' pids (V_PIDS): at most this many are shown. */
+#define VIEW_PIDS 64
 
 typedef struct value {
   vkind kind;
@@ -62,15 +72,108 @@ typedef struct value {
       size_t len;
     } str;
     const arbor_node *node; /* V_DN: its DN; V_CHILDREN: its children's names */
+    struct {                /* V_PIDS: in the view's scratch */
+      const int *pid;
+      size_t n;
+    } pids;
+    struct {                /* V_EXIT: the last exit */
+      double at, ago;
+      const char *state;    /* the state it ended in, while not running */
+      const arbor_str *reason;
+    } exit;
   } u;
 } value;
+
+/* The process table as /proc had it: pid and process group of each live
+   process; read once per view, at the first node with processes. */
+typedef struct ptab {
+  int (*row)[2];
+  size_t n, cap;
+} ptab;
 
 /* One reading of the engine: its clock is read once, when a field first
    needs it, so every node of a snapshot has the same now. */
 typedef struct view {
   arbor_engine *e;
   double now; /* NAN until read */
+  int scanned;  /* ptab was read for this view */
+  int pids[VIEW_PIDS]; /* scratch of V_PIDS */
 } view;
+
+/* Shared by every view (one at a time runs; it is refilled by each). */
+static ptab procs_table;
+
+/* Reads /proc into procs_table: the pid and process group of every process
+   that is not a zombie. Left empty when /proc cannot be read. */
+static void scan_procs(view *v) {
+  if (v->scanned) return;
+  v->scanned = 1;
+  ptab *t = &procs_table;
+  t->n = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    char state;
+    int ppid, pgrp;
+    if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 ||
+        state == 'Z')
+      continue;
+    if (t->n == t->cap) {
+      size_t cap = t->cap ? t->cap * 2 : 256;
+      void *row = realloc(t->row, cap * sizeof *t->row);
+      if (!row) break;
+      t->row = row, t->cap = cap;
+    }
+    t->row[t->n][0] = atoi(de->d_name);
+    t->row[t->n][1] = pgrp;
+    t->n++;
+  }
+  closedir(d);
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* The processes of pn's running incarnation: its main pid (the newest
+   process whose main process runs; 0 when none), or (all set) the pids of
+   the members of their process groups into v->pids, sorted; returns how
+   many. Only a node whose incarnation started processes has any. */
+static size_t node_pids(view *v, pnode *pn, int all) {
+  if (!(pn->pflags & PN_PROCS)) return 0;
+  arbor_proc *ps[16];
+  size_t np = arbor_proc_of_node(pn, ps, 16);
+  if (np > 16) np = 16;
+  if (!all) {
+    for (size_t i = 0; i < np; i++)
+      if (arbor_proc_running(ps[i])) return (size_t)arbor_proc_pid(ps[i]);
+    return 0;
+  }
+  if (np == 0) return 0;
+  scan_procs(v);
+  size_t n = 0;
+  for (size_t i = 0; i < np; i++) {
+    int pg = arbor_proc_pid(ps[i]); /* it leads its own group */
+    if (arbor_proc_running(ps[i]) && n < VIEW_PIDS) v->pids[n++] = pg;
+    for (size_t r = 0; r < procs_table.n && n < VIEW_PIDS; r++)
+      if (procs_table.row[r][1] == pg && procs_table.row[r][0] != pg)
+        v->pids[n++] = procs_table.row[r][0];
+  }
+  qsort(v->pids, n, sizeof *v->pids, cmp_int);
+  return n;
+}
 
 static double view_now(view *v) {
   if (isnan(v->now)) v->now = arbor_engine_now(v->e);
@@ -136,9 +239,9 @@ field(view *v, pnode *pn, int f, value *out) {
   case F_STATE: s = arbor_state_name((arbor_state)n->state); break;
   case F_RESTARTS: return set_int(out, pn->restarts);
   case F_INCARNATION: return set_int(out, (lua_Integer)n->incarnation);
-  case F_UPTIME:
-    if (n->incarnation == 0) break;
-    return set_num(out, (running ? view_now(v) : pn->exited) - pn->started);
+  case F_UPTIME: /* since it became HEALTHY, while it runs */
+    if (!running || pn->healthy_at < 0) break;
+    return set_num(out, view_now(v) - pn->healthy_at);
   case F_ERROR:
     if (!pn->error) break;
     return set_str(out, pn->error->s, pn->error->len);
@@ -149,6 +252,44 @@ field(view *v, pnode *pn, int f, value *out) {
   case F_GATED:
     if (!arbor_lc_state(pn)) break;
     return set_bool(out, arbor_lc_gated(pn));
+  case F_PID: {
+    size_t pid = node_pids(v, pn, 0);
+    if (!pid) break;
+    return set_int(out, (lua_Integer)pid);
+  }
+  case F_PIDS: {
+    size_t k = node_pids(v, pn, 1);
+    if (!k) break;
+    out->u.pids.pid = v->pids;
+    out->u.pids.n = k;
+    return out->kind = V_PIDS;
+  }
+  case F_LAST_EXIT:
+    if (n->incarnation <= (running ? 1u : 0u)) break; /* never exited */
+    out->u.exit.at = pn->exited;
+    out->u.exit.ago = view_now(v) - pn->exited;
+    out->u.exit.state =
+        running ? NULL : arbor_state_name((arbor_state)n->state);
+    out->u.exit.reason = pn->error;
+    return out->kind = V_EXIT;
+  case F_RESTART_IN:
+    if (!arbor_timer_armed(&pn->wake) || pn->wake.kind != TIMER_RESTART)
+      break;
+    return set_num(out, pn->wake.due - view_now(v));
+  case F_NOTE: /* why a node that does not run is down (arbor ctl status) */
+    if (running) break;
+    if (arbor_timer_armed(&pn->wake) && pn->wake.kind == TIMER_RESTART) {
+      if (n->state == ARBOR_DEAD && pn->consecutive >= 2) s = "crash-looping";
+    } else if ((n->flags & ARBOR_F_HELD) && n->state == ARBOR_DEAD &&
+               pn->decision == DECISION_STOP) {
+      s = "given up (policy stop)";
+    } else if ((n->flags & ARBOR_F_HELD) && n->state == ARBOR_DEAD &&
+               pn->decision == DECISION_ESCALATE) {
+      s = "given up (policy escalate)";
+    } else if (n->flags & ARBOR_F_HELD) {
+      s = "held";
+    }
+    break;
   case F_CONSECUTIVE: return set_int(out, pn->consecutive);
   case F_TRACEBACK:
     if (!pn->trace) break;
@@ -222,6 +363,28 @@ static int push_field(lua_State *L, view *v, pnode *pn, int f) {
     }
     break;
   }
+  case V_PIDS:
+    lua_createtable(L, (int)x.u.pids.n, 0);
+    for (size_t i = 0; i < x.u.pids.n; i++) {
+      lua_pushinteger(L, x.u.pids.pid[i]);
+      lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    break;
+  case V_EXIT:
+    lua_createtable(L, 0, 4);
+    lua_pushnumber(L, x.u.exit.at);
+    lua_setfield(L, -2, "at");
+    lua_pushnumber(L, x.u.exit.ago);
+    lua_setfield(L, -2, "ago");
+    if (x.u.exit.state) {
+      lua_pushstring(L, x.u.exit.state);
+      lua_setfield(L, -2, "state");
+    }
+    if (x.u.exit.reason) {
+      lua_pushlstring(L, x.u.exit.reason->s, x.u.exit.reason->len);
+      lua_setfield(L, -2, "reason");
+    }
+    break;
   }
   return 1;
 }
@@ -243,7 +406,7 @@ static void push_fields(lua_State *L, view *v, pnode *pn, int upto) {
    (nil when the node has no such field); nil, "no node <dn>" when there is
    no node at dn. Upvalue 1 maps field names to their index + 1. */
 static int l_node(lua_State *L) {
-  view v = {arbor_check_engine(L, 1), NAN};
+  view v = {.e = arbor_check_engine(L, 1), .now = NAN};
   size_t len;
   const char *dn = luaL_checklstring(L, 2, &len);
   arbor_node *n = arbor_tree_find(&v.e->tree, dn, len);
@@ -268,7 +431,7 @@ static int l_node(lua_State *L) {
    children = {...}}; iterative so deep trees do not overflow the C stack.
    Upvalue 1 is l_node's (the field names). */
 static int l_tree(lua_State *L) {
-  view v = {arbor_check_engine(L, 1), NAN};
+  view v = {.e = arbor_check_engine(L, 1), .now = NAN};
   arbor_node *top = lua_isnoneornil(L, 2) ? v.e->tree.root
                                           : &arbor_check_node(L, v.e, 2)->n;
   lua_settop(L, 2);
@@ -365,6 +528,12 @@ static void json_int(luaL_Buffer *b, lua_Integer i) {
   luaL_addlstring(b, p, (size_t)(num + sizeof num - p));
 }
 
+static void json_num(luaL_Buffer *b, double d) {
+  char num[64];
+  snprintf(num, sizeof num, "%.6f", d);
+  luaL_addstring(b, num);
+}
+
 /* Adds a node's summary fields, as e:tree() has them, and the opening of
    its children array. */
 static void json_node(luaL_Buffer *b, view *v, pnode *pn) {
@@ -376,12 +545,31 @@ static void json_node(luaL_Buffer *b, view *v, pnode *pn) {
     switch (x.kind) {
     case V_BOOL: luaL_addstring(b, x.u.b ? "true" : "false"); break;
     case V_INT: json_int(b, x.u.i); break;
-    case V_NUM: {
-      char num[64];
-      snprintf(num, sizeof num, "%.6f", x.u.d);
-      luaL_addstring(b, num);
+    case V_NUM: json_num(b, x.u.d); break;
+    case V_PIDS:
+      luaL_addchar(b, '[');
+      for (size_t i = 0; i < x.u.pids.n; i++) {
+        if (i) luaL_addchar(b, ',');
+        json_int(b, x.u.pids.pid[i]);
+      }
+      luaL_addchar(b, ']');
       break;
-    }
+    case V_EXIT:
+      luaL_addstring(b, "{\"at\":");
+      json_num(b, x.u.exit.at);
+      luaL_addstring(b, ",\"ago\":");
+      json_num(b, x.u.exit.ago);
+      if (x.u.exit.state) {
+        luaL_addstring(b, ",\"state\":\"");
+        luaL_addstring(b, x.u.exit.state);
+        luaL_addchar(b, '"');
+      }
+      if (x.u.exit.reason) {
+        luaL_addstring(b, ",\"reason\":");
+        json_str(b, x.u.exit.reason->s, x.u.exit.reason->len);
+      }
+      luaL_addchar(b, '}');
+      break;
     case V_STR: json_str(b, x.u.str.s, x.u.str.len); break;
     case V_WORD:
       luaL_addchar(b, '"');
@@ -407,7 +595,7 @@ static void json_node(luaL_Buffer *b, view *v, pnode *pn) {
    fields of e:tree(); written in C because `arbor ctl tree --json` must
    stay fast on trees of 100,000 nodes. */
 static int l_tree_json(lua_State *L) {
-  view v = {arbor_check_engine(L, 1), NAN};
+  view v = {.e = arbor_check_engine(L, 1), .now = NAN};
   arbor_node *top = lua_isnoneornil(L, 2) ? v.e->tree.root
                                           : &arbor_check_node(L, v.e, 2)->n;
   luaL_Buffer b;

@@ -47,6 +47,11 @@ struct arbor_proc {
   size_t blen[3];
   int handles;              /* libuv handles not closed yet */
   unsigned ready;           /* readiness notifications not yet consumed */
+  unsigned pings;           /* WATCHDOG=1 not yet consumed */
+  uint8_t triggered;        /* WATCHDOG=trigger came, not yet consumed */
+  double extend;            /* EXTEND_TIMEOUT_USEC (s) not yet consumed, or
+                               0 */
+  char pid_var[32];         /* "WATCHDOG_PID=", the child writes its pid */
   int watch;                /* queue stdout lines for the runnable */
   arbor_str *queue[ARBOR_PROC_QUEUE];
   unsigned qstart, qlen;
@@ -131,17 +136,25 @@ int arbor__guard_reap(int pid);
 
 /* ---- notify.c --------------------------------------------------------- */
 
+/* The variables a child gets for its notifications (NULL-terminated). */
+typedef struct arbor_notify_vars {
+  char buf[3][200];
+  char *v[5];
+} arbor_notify_vars;
+
 /* Makes p's readiness channel for o->ready: the fd 3 pipe's handle or the
-   systemd socket; *var is then the variable the child gets (in var_buf),
-   or NULL. Returns 0, or a libuv error with a message in err. */
+   systemd socket (also opened for o->watchdog, with WATCHDOG_USEC and
+   WATCHDOG_PID in p->pid_var, which the child fills); vars->v lists the
+   variables the child gets. Returns 0, or a libuv error with a message in
+   err. */
 int arbor__notify_open(arbor_proc *p, const arbor_proc_opts *o,
-                       uv_loop_t *loop, char *var_buf, size_t var_len,
-                       char **var, char *err, size_t errlen);
-/* The child's environment: base (or arbor's) without NOTIFY_SOCKET and
-   ARBOR_NOTIFY_FD (arbor's own, when it runs under a supervisor), plus
-   var when set. NULL for arbor's own as it is, or out of memory; free()
-   it. */
-char **arbor__notify_env(char **base, char *var);
+                       uv_loop_t *loop, arbor_notify_vars *vars, char *err,
+                       size_t errlen);
+/* The child's environment: base (or arbor's) without NOTIFY_SOCKET,
+   ARBOR_NOTIFY_FD, WATCHDOG_USEC and WATCHDOG_PID (arbor's own, when it
+   runs under a supervisor), plus vars. NULL for arbor's own as it is, or
+   out of memory; free() it. */
+char **arbor__notify_env(char **base, char *const *vars);
 /* Starts listening, once the child runs; at the end of the fd 3 pipe
    ended(p) is called (proc.c, above, advances the process). */
 void arbor__notify_start(arbor_proc *p, void (*ended)(arbor_proc *));

@@ -1,7 +1,9 @@
 /* notify.c: readiness notifications from a process. s6 style, a line on
  * the pipe the child has as fd 3 (ARBOR_NOTIFY_FD=3); systemd style,
  * READY=1 in a datagram on the socket named by NOTIFY_SOCKET (STATUS=
- * lines go to the node's log). Each notification wakes the owner.
+ * lines go to the node's log), and there the watchdog's WATCHDOG=1,
+ * WATCHDOG=trigger and EXTEND_TIMEOUT_USEC=. Each notification wakes the
+ * owner.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,25 +21,29 @@ extern char **environ;
    arbor__notify_start: proc.c is above this file). */
 static void (*pipe_ended)(arbor_proc *);
 
-/* NOTIFY_SOCKET=... or ARBOR_NOTIFY_FD=... */
+/* A variable of the notification protocols: NOTIFY_SOCKET=...,
+   ARBOR_NOTIFY_FD=..., WATCHDOG_USEC=..., WATCHDOG_PID=... */
 static inline int notify_var(const char *kv) {
   return (kv[0] == 'N' && strncmp(kv, "NOTIFY_SOCKET=", 14) == 0) ||
-         (kv[0] == 'A' && strncmp(kv, "ARBOR_NOTIFY_FD=", 16) == 0);
+         (kv[0] == 'A' && strncmp(kv, "ARBOR_NOTIFY_FD=", 16) == 0) ||
+         (kv[0] == 'W' && (strncmp(kv, "WATCHDOG_USEC=", 14) == 0 ||
+                           strncmp(kv, "WATCHDOG_PID=", 13) == 0));
 }
 
-char **arbor__notify_env(char **base, char *var) {
+char **arbor__notify_env(char **base, char *const *vars) {
   if (!base) base = environ;
-  size_t n = 0;
-  int clean = !var;
+  size_t n = 0, nv = 0;
+  while (vars && vars[nv]) nv++;
+  int clean = nv == 0;
   for (; base[n]; n++)
     if (notify_var(base[n])) clean = 0;
   if (clean && base == environ) return NULL; /* arbor's own, as it is */
-  char **env = malloc((n + 2) * sizeof *env);
+  char **env = malloc((n + nv + 1) * sizeof *env);
   if (!env) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     if (!notify_var(base[i])) env[k++] = base[i];
-  if (var) env[k++] = var;
+  for (size_t i = 0; i < nv; i++) env[k++] = vars[i];
   env[k] = NULL;
   return env;
 }
@@ -78,6 +84,28 @@ static int sd_open(arbor_proc *p, const arbor_proc_opts *o, char *err,
   return 0;
 }
 
+/* One KEY=VALUE line of a datagram: READY=1 and the watchdog's wake the
+   owner, STATUS= goes to the log. */
+static void sd_line(arbor_proc *p, const char *l) {
+  if (strcmp(l, "READY=1") == 0) {
+    p->ready++;
+  } else if (strcmp(l, "WATCHDOG=1") == 0) {
+    p->pings++;
+  } else if (strcmp(l, "WATCHDOG=trigger") == 0) {
+    p->triggered = 1;
+  } else if (strncmp(l, "EXTEND_TIMEOUT_USEC=", 20) == 0) {
+    char *end;
+    double usec = strtod(l + 20, &end);
+    if (end == l + 20 || *end || !(usec >= 0)) return;
+    p->extend = usec / 1e6 > 0 ? usec / 1e6 : 1e-6;
+  } else {
+    if (strncmp(l, "STATUS=", 7) == 0)
+      arbor__proc_log(p->e, p->pn, "status", l + 7, strlen(l + 7));
+    return;
+  }
+  arbor__proc_wake(p);
+}
+
 /* systemd style: datagrams of KEY=VALUE lines on NOTIFY_SOCKET. */
 static void on_sd(uv_poll_t *h, int status, int events) {
   arbor_proc *p = h->data;
@@ -88,14 +116,8 @@ static void on_sd(uv_poll_t *h, int status, int events) {
   while ((n = recv(p->sd_fd, buf, sizeof buf - 1, MSG_DONTWAIT)) >= 0) {
     buf[n] = '\0';
     char *save = NULL;
-    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-      if (strcmp(l, "READY=1") == 0) {
-        p->ready++;
-        arbor__proc_wake(p);
-      } else if (strncmp(l, "STATUS=", 7) == 0) {
-        arbor__proc_log(p->e, p->pn, "status", l + 7, strlen(l + 7));
-      }
-    }
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+      sd_line(p, l);
   }
 }
 
@@ -129,25 +151,37 @@ static void on_note(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 }
 
 int arbor__notify_open(arbor_proc *p, const arbor_proc_opts *o,
-                       uv_loop_t *loop, char *var_buf, size_t var_len,
-                       char **var, char *err, size_t errlen) {
-  *var = NULL;
+                       uv_loop_t *loop, arbor_notify_vars *vars, char *err,
+                       size_t errlen) {
+  int n = 0;
+  vars->v[0] = NULL;
   if (o->ready == PROC_READY_NOTIFY) {
     uv_pipe_init(loop, &p->note, 0);
     p->note.data = p;
     p->handles++;
-    snprintf(var_buf, var_len, "ARBOR_NOTIFY_FD=3");
-  } else if (o->ready == PROC_READY_SYSTEMD) {
+    snprintf(vars->buf[n], sizeof vars->buf[n], "ARBOR_NOTIFY_FD=3");
+    vars->v[n] = vars->buf[n];
+    n++;
+  }
+  if (o->ready == PROC_READY_SYSTEMD || o->watchdog > 0) {
     int rc = sd_open(p, o, err, errlen);
     if (rc != 0) return rc;
     uv_poll_init(loop, &p->sd, p->sd_fd);
     p->sd.data = p;
     p->handles++;
-    snprintf(var_buf, var_len, "NOTIFY_SOCKET=%s", p->sd_path);
-  } else {
-    return 0;
+    snprintf(vars->buf[n], sizeof vars->buf[n], "NOTIFY_SOCKET=%s", p->sd_path);
+    vars->v[n] = vars->buf[n];
+    n++;
   }
-  *var = var_buf;
+  if (o->watchdog > 0) { /* as systemd: the child's pid, written by it */
+    snprintf(vars->buf[n], sizeof vars->buf[n], "WATCHDOG_USEC=%.0f",
+             o->watchdog * 1e6);
+    vars->v[n] = vars->buf[n];
+    n++;
+    snprintf(p->pid_var, sizeof p->pid_var, "WATCHDOG_PID=");
+    vars->v[n++] = p->pid_var;
+  }
+  vars->v[n] = NULL;
   return 0;
 }
 

@@ -113,6 +113,14 @@ static void on_timer(uv_timer_t *t) {
   if (p->stopping && !p->killed && !p->gone && now_s() >= p->kill_at) {
     p->killed = 1;
     signal_group(p, SIGKILL);
+    char line[160];
+    int n = snprintf(line, sizeof line,
+                     p->exited ? "what process %d left in its group was "
+                                 "killed after grace %g s (SIGKILL)"
+                               : "process %d killed after grace %g s "
+                                 "(SIGKILL to its group)",
+                     p->pid, p->grace);
+    arbor__proc_log(p->e, p->pn, "stop", line, (size_t)n);
     /* during a stop of the tree, not a clean one (T12) */
     if (p->stopping == 1 && p->e) arbor_engine_count_kill(p->e, p->pn, p->pid);
   }
@@ -198,7 +206,7 @@ static int start(arbor_proc *p, const arbor_proc_opts *o, char **env,
       .cwd = o->cwd, .child_fds = child, .nfds = n,
       .stdin_inherit = o->stdin_inherit, .umask_value = o->umask,
       .set_uid = o->set_uid, .set_gid = o->set_gid, .uid = o->uid,
-      .gid = o->gid};
+      .gid = o->gid, .pid_var = p->pid_var[0] ? p->pid_var : NULL};
   if (rc == 0) rc = -arbor_spawn(&so, &pid);
   if (note[1] >= 0) close(note[1]);
   if (note[0] >= 0 && rc == 0)
@@ -250,11 +258,10 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
   uv_timer_init(loop, &p->timer);
   p->timer.data = p;
   p->handles = 1;
-  char var_buf[200], *var;
-  int rc = arbor__notify_open(p, o, loop, var_buf, sizeof var_buf, &var, err,
-                              errlen);
-  char **env = rc == 0 ? arbor__notify_env(o->env, var) : NULL;
-  if (rc == 0 && !env && (o->env || var)) rc = UV_ENOMEM;
+  arbor_notify_vars vars;
+  int rc = arbor__notify_open(p, o, loop, &vars, err, errlen);
+  char **env = rc == 0 ? arbor__notify_env(o->env, vars.v) : NULL;
+  if (rc == 0 && !env && (o->env || vars.v[0])) rc = UV_ENOMEM;
   if (rc == 0) {
     rc = start(p, o, env, loop);
     if (rc != 0) spawn_error(o, rc, err, errlen);
@@ -364,7 +371,26 @@ int arbor_proc_take_ready(arbor_proc *p) {
   return 1;
 }
 
-int arbor_proc_pending(const arbor_proc *p) { return p->qlen || p->ready; }
+int arbor_proc_take_watchdog(arbor_proc *p, double *extend) {
+  if (p->triggered) {
+    p->triggered = 0;
+    return 2;
+  }
+  if (p->pings) {
+    p->pings = 0; /* several since the last look are one */
+    return 1;
+  }
+  if (p->extend > 0) {
+    *extend = p->extend;
+    p->extend = 0;
+    return 3;
+  }
+  return 0;
+}
+
+int arbor_proc_pending(const arbor_proc *p) {
+  return p->qlen || p->ready || p->pings || p->triggered || p->extend > 0;
+}
 
 pnode *arbor_proc_owner(const arbor_proc *p) {
   return p->e && p->pn && p->pn->n.incarnation == p->incarnation ? p->pn
@@ -378,6 +404,11 @@ int arbor_proc_finished(const arbor_proc *p) {
 }
 
 int arbor_proc_stopped(const arbor_proc *p) { return p->stopping == 1; }
+
+int arbor_proc_killed_after_grace(const arbor_proc *p, double *grace) {
+  *grace = p->grace;
+  return p->killed && p->term_signal == SIGKILL;
+}
 
 int arbor_proc_status(const arbor_proc *p, int64_t *status) {
   *status = p->status;

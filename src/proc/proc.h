@@ -31,6 +31,7 @@ typedef struct arbor_proc_opts {
   int stop_signal;
   double grace;
   size_t line_max;       /* 0: ARBOR_LINE_MAX */
+  double watchdog;       /* seconds (WATCHDOG_USEC), 0: none */
 } arbor_proc_opts;
 
 typedef struct arbor_proc arbor_proc;
@@ -58,7 +59,11 @@ void arbor_proc_woken(arbor_proc *p);
 void arbor_proc_watch(arbor_proc *p, int on);
 /* Consumes one readiness notification: 1, or 0 when none came. */
 int arbor_proc_take_ready(arbor_proc *p);
-/* 1 when a queued line or a readiness notification waits. */
+/* Consumes one watchdog notification: 1 for WATCHDOG=1, 2 for
+   WATCHDOG=trigger, 3 for EXTEND_TIMEOUT_USEC (seconds in *extend), or 0
+   when none came. */
+int arbor_proc_take_watchdog(arbor_proc *p, double *extend);
+/* 1 when a queued line or a notification waits. */
 int arbor_proc_pending(const arbor_proc *p);
 /* The node whose incarnation started p while that incarnation runs on a
    live engine, else NULL. */
@@ -66,6 +71,9 @@ pnode *arbor_proc_owner(const arbor_proc *p);
 int arbor_proc_pid(const arbor_proc *p);
 /* 1 once the group is gone and its output read: waiting for it is over. */
 int arbor_proc_finished(const arbor_proc *p);
+/* 1 when its group had to be killed (SIGKILL) after the grace of a stop:
+   the grace in *grace. */
+int arbor_proc_killed_after_grace(const arbor_proc *p, double *grace);
 /* 1 when arbor stopped it (arbor_proc_stop), not its own exit. */
 int arbor_proc_stopped(const arbor_proc *p);
 /* How it ended: the signal that killed it, or 0 and its exit status in

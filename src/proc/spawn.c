@@ -146,6 +146,15 @@ static __attribute__((noreturn)) void child(const arbor_spawn_opts *o) {
   if (o->set_uid || o->set_gid) syscall(SYS_setgroups, 0, NULL);
   if (o->set_gid && syscall(SYS_setgid, o->gid) < 0) goto fail;
   if (o->set_uid && syscall(SYS_setuid, o->uid) < 0) goto fail;
+  if (o->pid_var) { /* its own pid, known only here: digits after '=' */
+    char digits[12], *d = o->pid_var;
+    long pid = syscall(SYS_getpid);
+    int n = 0;
+    do digits[n++] = (char)('0' + pid % 10); while ((pid /= 10) && n < 11);
+    while (*d) d++;
+    while (n) *d++ = digits[--n];
+    *d = '\0';
+  }
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);

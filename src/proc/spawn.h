@@ -15,6 +15,8 @@ typedef struct {
   int set_uid, set_gid;    /* switch to uid / gid (supplementary groups dropped) */
   uid_t uid;
   gid_t gid;
+  char *pid_var;           /* "NAME=" with room for 20 more bytes, or NULL:
+                              the child appends its pid (WATCHDOG_PID) */
 } arbor_spawn_opts;
 
 /* Starts o->file in a new session (its own process group), all signals at

@@ -8,6 +8,7 @@ local json = require "arbor.json"
 local pretty = require "arbor.pretty"
 local render = require "arbor.render"
 local session = require "arbor.control.session"
+local explain = require("arbor.explain").explain
 
 local M = {}
 
@@ -60,6 +61,7 @@ end
 -- ---- one-shot operations (`arbor ctl`) ----
 
 op("status", function(S, cid, rid, req)
+  if req.dn ~= nil and not want_dn(S, cid, rid, req, "status") then return end
   local e = S.e
   local st = e:stats()
   local root = e:node("root")
@@ -67,12 +69,18 @@ op("status", function(S, cid, rid, req)
     socket = S.path, uptime = e:now() - S.started, nodes = st.nodes, running = st.live,
     restarts = st.restarts, root = root and root.state, clients = S.info().clients,
     evaluations = S.evaluations(), stop_bound = core.stop_bound(e)}
+  local printed = require("arbor.cli").stderr -- under `arbor run`
+  if printed.error then data.stderr_lost, data.stderr_error = printed.lost, printed.error end
+  -- the node table (`supervisorctl status`); not for a readiness probe
+  if not req.ready then data.table = render.status_rows(e:tree(req.dn)) end
   if req.json then return S.finish(cid, rid, {data = data}) end
   S.finish(cid, rid, {text = string.format(
-    "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\nstop bound %gs (the longest an ordered stop may take)\n%d client(s) connected, %d evaluation(s) running",
+    "arbor %s, pid %d, script %s\nsocket %s\nup %s, %d node(s), %d running, %d restart(s), root %s\nstop bound %gs (the longest an ordered stop may take)\n%d client(s) connected, %d evaluation(s) running\n%s\n%s",
     data.version, data.pid, tostring(data.script), S.path, render.duration(data.uptime),
     data.nodes, data.running, data.restarts, tostring(data.root), data.stop_bound,
-    data.clients, data.evaluations)})
+    data.clients, data.evaluations,
+    data.stderr_lost and string.format("stderr: %s; %d line(s) not printed\n",
+      data.stderr_error, data.stderr_lost) or "", render.status(data.table))})
 end)
 
 op("tree", function(S, cid, rid, req)
@@ -263,6 +271,45 @@ end)
 op("shutdown", function(S, cid, rid)
   S.finish(cid, rid, {text = "stopping the tree"})
   S.e:stop()
+end)
+
+-- ---- seeing and signalling services (`arbor ctl explain|start|signal`) ----
+
+-- start: a node that does not run (stopped, held, given up, waiting for a
+-- delayed restart) starts now; a running one is an error.
+op("start", function(S, cid, rid, req)
+  local f = want_dn(S, cid, rid, req, "start")
+  if not f then return end
+  if f.running then
+    return S.fail(cid, rid, string.format("%s is running (%s): restart "
+      .. "restarts it", req.dn, f.state))
+  end
+  local ok, err = pcall(S.e.restart, S.e, req.dn)
+  if not ok then return S.fail(cid, rid, tostring(err)) end
+  S.finish(cid, rid, {text = req.dn .. ": started"})
+end)
+
+-- signal: req.signal (a name or a number) to the process group of each of
+-- the node's processes.
+op("signal", function(S, cid, rid, req)
+  if not want_dn(S, cid, rid, req, "signal") then return end
+  local sig = req.signal
+  if type(sig) ~= "string" and math.type(sig) ~= "integer" then
+    return S.fail(cid, rid, "signal " .. req.dn .. ": want a signal (a name like \"HUP\", or a number)")
+  end
+  local ok, n, name = pcall(S.e.kill, S.e, req.dn, sig)
+  if not ok then return S.fail(cid, rid, tostring(n)) end
+  if not n then return S.fail(cid, rid, (name:gsub("^%u+: ", ""))) end
+  if req.json then return S.finish(cid, rid, {data = {dn = req.dn, signal = name, groups = n}}) end
+  S.finish(cid, rid, {text = string.format("%s: sent %s to %d process group(s)", req.dn, name, n)})
+end)
+
+-- explain: arbor.explain(dn), the sentence and its code.
+op("explain", function(S, cid, rid, req)
+  if not want_dn(S, cid, rid, req, "explain") then return end
+  local sentence, code = explain(S.e, req.dn)
+  if req.json then return S.finish(cid, rid, {data = {dn = req.dn, why = code, explanation = sentence}}) end
+  S.finish(cid, rid, {text = sentence})
 end)
 
 return M
