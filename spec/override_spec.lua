@@ -35,6 +35,11 @@ describe("runtime swaps last", function()
     assert.equal(1, h:node("root.sup.worker").incarnation) -- a new node
     assert.equal("swapped", last_log(h, "root.sup.worker"))
     assert.same({runnable = true}, h:node("root.sup.worker").overridden)
+    -- the tree marks it, and only it
+    local t = h:tree()
+    assert.is_true(t.children[1].children[1].overridden)
+    assert.is_nil(t.children[1].overridden)
+    assert.matches("worker %[HEALTHY%].- %(swapped at runtime%)", require("arbor.render").tree(t))
   end)
 
   it("node:unswap() restores the script's runnable, also after the parent's restart", function()
@@ -45,6 +50,7 @@ describe("runtime swaps last", function()
     h:node("root.sup.worker"):unswap{restart = true}
     assert.equal("script", last_log(h, "root.sup.worker"))
     assert.is_nil(h:node("root.sup.worker").overridden)
+    assert.is_nil(h:tree("root.sup.worker").overridden)
     h:node("root.sup"):restart()
     assert.equal("script", last_log(h, "root.sup.worker"))
   end)

@@ -52,6 +52,7 @@ local function label(n)
   end
   local note = M.note(n)
   if note then s = s .. " " .. note end
+  if n.overridden then s = s .. " (swapped at runtime)" end
   if n.error and n.state ~= "HEALTHY" and n.state ~= "DONE" then
     s = s .. "  last error: " .. first_line(n.error)
   end

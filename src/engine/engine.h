@@ -47,10 +47,12 @@ enum {
   PN_LC_QUEUED = 1u << 11, /* its coordinator waits to be answered
                               (lifecycle.c; holds a node reference) */
   PN_LC_BUSY = 1u << 12,   /* its coordinator's answer is being performed */
-  PN_REMOVE = 1u << 14,    /* node:remove: discarded once its subtree exited */
   PN_PARALLEL = 1u << 13,  /* option stop = "parallel": its children are
                               told to stop all at once (kept across
                               incarnations) */
+  PN_REMOVE = 1u << 14,    /* node:remove: discarded once its subtree exited */
+  PN_OVERRIDDEN = 1u << 15, /* a runtime swap or policy is in force
+                               (l_override.c; kept across incarnations) */
 };
 
 /* Per-node strategy flags (pnode.gflags), set when the node is created:

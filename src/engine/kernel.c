@@ -54,7 +54,8 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
     pn->restarts++;
     e->restarts++;
   }
-  pn->pflags &= PN_INLIST | PN_LC_QUEUED | PN_LC_BUSY | PN_PARALLEL;
+  pn->pflags &=
+      PN_INLIST | PN_LC_QUEUED | PN_LC_BUSY | PN_PARALLEL | PN_OVERRIDDEN;
   arbor__tr_started(e, pn, from);
   pn->wait = WAIT_NONE;
   pn->resume = RESUME_VALUES;

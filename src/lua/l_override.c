@@ -54,12 +54,17 @@ static int push_entry(lua_State *L, arbor_engine *e, pnode *pn, int create) {
   return 1;
 }
 
-/* The entry on top has nothing overridden left: it goes. Pops it. */
+/* The entry on top has nothing overridden left: it goes. Pops it. Marks
+   pn (PN_OVERRIDDEN) for views either way. */
 static void drop_if_empty(lua_State *L, arbor_engine *e, pnode *pn) {
   int fn = lua_getfield(L, -1, "fn") != LUA_TNIL;
   int policy = lua_getfield(L, -2, "policy") != LUA_TNIL;
   lua_pop(L, 3);
-  if (fn || policy) return;
+  if (fn || policy) {
+    pn->pflags |= PN_OVERRIDDEN;
+    return;
+  }
+  pn->pflags &= (uint16_t)~PN_OVERRIDDEN;
   lua_rawgeti(L, LUA_REGISTRYINDEX, e->overrides_ref);
   arbor_push_dn(L, &pn->n);
   lua_pushnil(L);
@@ -98,6 +103,7 @@ void arbor_override_spawn(lua_State *L, pnode *c, int fn_idx, int policy_idx) {
   else
     lua_pop(L, 1);
   lua_pop(L, 1);
+  c->pflags |= PN_OVERRIDDEN;
 }
 
 void arbor_override_drop(lua_State *L, pnode *pn) {
@@ -136,6 +142,7 @@ static int l_swap(lua_State *L) {
   lua_pushvalue(L, 3);
   lua_setfield(L, -2, "fn");
   lua_pop(L, 1);
+  pn->pflags |= PN_OVERRIDDEN;
   lua_pushvalue(L, 3);
   set_fn(L, e, &pn->fn_ref);
   event(e, pn, "runnable swapped");

@@ -28,7 +28,8 @@
   X(INCARNATION, incarnation) X(UPTIME, uptime) X(ERROR, error)                \
   X(BLOCKED, blocked) X(LIFECYCLE, lifecycle) X(SIDECAR, sidecar)              \
   X(COORDINATOR, coordinator) X(GATED, gated) X(PID, pid) X(PIDS, pids)        \
-  X(LAST_EXIT, last_exit) X(RESTART_IN, restart_in) X(NOTE, note)
+  X(LAST_EXIT, last_exit) X(RESTART_IN, restart_in) X(NOTE, note)            \
+  X(OVERRIDDEN, overridden)
 #define DETAIL_FIELDS(X)                                                       \
   X(CONSECUTIVE, consecutive) X(TRACEBACK, traceback) X(RETIRED, retired)      \
   X(RUNNING, running) X(CANCELED, canceled) X(HELD, held) X(FORCED, forced)    \
@@ -290,6 +291,9 @@ field(view *v, pnode *pn, int f, value *out) {
       s = "held";
     }
     break;
+  case F_OVERRIDDEN: /* a runtime swap or policy (node.lua details which) */
+    if (!(pn->pflags & PN_OVERRIDDEN)) break;
+    return set_bool(out, 1);
   case F_CONSECUTIVE: return set_int(out, pn->consecutive);
   case F_TRACEBACK:
     if (!pn->trace) break;

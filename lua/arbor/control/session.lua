@@ -13,8 +13,10 @@ helpers (this session's environment; `arbor` is the arbor module):
   node(dn)              the node's fields (state, error, traceback, ...)
   restart(dn)           restart a node now (starts a held or pending one)
   stop(dn)              stop a node and hold it down until restart(dn)
-  swap(dn, fn [, {restart = true}])   the node's next start runs fn
-  policy(dn, p)         p decides the node's restarts (nil: the default)
+  swap(dn, fn [, {restart = true}])   the node's next start runs fn (and a
+                        node made again at dn, until unswap)
+  unswap(dn [, {restart = true}])     back to the script's runnable
+  policy(dn, p)         p decides the node's restarts (nil: the script's)
   logs(dn [, n])        the node's last log lines
   events([n])           the last n events (default 20)
   watch([dn])           follow events (of dn's subtree) until Ctrl-C
@@ -72,10 +74,16 @@ function M.new(ctx)
     out(dn .. ": runnable swapped" .. ((o and o.restart) and ", restarted\n"
       or " (its next start runs it)\n"))
   end
+  h.unswap = function(dn, o)
+    node_or_error(e, dn, 2, "unswap")
+    node.view(e, dn):unswap(o)
+    out(dn .. ": the script's runnable restored" .. ((o and o.restart) and ", restarted\n"
+      or " (its next start runs it)\n"))
+  end
   h.policy = function(dn, p)
     node_or_error(e, dn, 2, "policy")
     node.view(e, dn):set_policy(p)
-    out(dn .. ": " .. (p and "policy replaced" or "default policy restored") .. "\n")
+    out(dn .. ": " .. (p and "policy replaced" or "the script's policy restored") .. "\n")
   end
   h.logs = function(dn, n)
     node_or_error(e, dn, 2, "logs")
