@@ -6,8 +6,6 @@
  * is then pushed as Lua or written as JSON: e:tree() and tree --json are
  * made from the same table and cannot drift.
  */
-#include <dirent.h>
-#include <fcntl.h>
 #include <lauxlib.h>
 #include <math.h>
 #include <stdio.h>
@@ -104,43 +102,27 @@ typedef struct view {
 /* Shared by every view (one at a time runs; it is refilled by each). */
 static ptab procs_table;
 
+static int add_proc(int pid, int pgrp, void *ud) {
+  ptab *t = ud;
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 256;
+    void *row = realloc(t->row, cap * sizeof *t->row);
+    if (!row) return 1;
+    t->row = row, t->cap = cap;
+  }
+  t->row[t->n][0] = pid;
+  t->row[t->n][1] = pgrp;
+  t->n++;
+  return 0;
+}
+
 /* Reads /proc into procs_table: the pid and process group of every process
    that is not a zombie. Left empty when /proc cannot be read. */
 static void scan_procs(view *v) {
   if (v->scanned) return;
   v->scanned = 1;
-  ptab *t = &procs_table;
-  t->n = 0;
-  DIR *d = opendir("/proc");
-  if (!d) return;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
-    char path[300], buf[512];
-    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp;
-    if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 ||
-        state == 'Z')
-      continue;
-    if (t->n == t->cap) {
-      size_t cap = t->cap ? t->cap * 2 : 256;
-      void *row = realloc(t->row, cap * sizeof *t->row);
-      if (!row) break;
-      t->row = row, t->cap = cap;
-    }
-    t->row[t->n][0] = atoi(de->d_name);
-    t->row[t->n][1] = pgrp;
-    t->n++;
-  }
-  closedir(d);
+  procs_table.n = 0;
+  arbor_proc_scan(add_proc, &procs_table);
 }
 
 static int cmp_int(const void *a, const void *b) {

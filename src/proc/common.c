@@ -1,10 +1,15 @@
 /* common.c: what every file of proc/ does to a process: the tables of
  * processes, a process's lifetime (its libuv handles and memory), waking
- * its owner and logging on its node. The lowest file of proc/: it calls
- * only the engine's public interface and core/. See internal.h.
+ * its owner and logging on its node, and reading /proc. The lowest file of
+ * proc/: it calls only the engine's public interface and core/. See
+ * internal.h.
  */
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "proc/internal.h"
 
@@ -94,4 +99,30 @@ void arbor__proc_log_everywhere(arbor_str *line) {
     if (n < sizeof seen / sizeof *seen) seen[n++] = e;
   }
   if (n == 0) fprintf(stderr, "arbor: %s\n", line->s);
+}
+
+int arbor_proc_scan(int (*fn)(int pid, int pgrp, void *ud), void *ud) {
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    char path[300], buf[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')'); /* the name may hold anything */
+    char state;
+    int ppid, pgrp;
+    if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 ||
+        state == 'Z')
+      continue;
+    if (fn(atoi(de->d_name), pgrp, ud)) break;
+  }
+  closedir(d);
+  return 0;
 }

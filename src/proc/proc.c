@@ -17,7 +17,6 @@
  * registered at the first process (arbor_engine_set_procs).
  */
 #define _GNU_SOURCE /* pipe2, strerrorname_np */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -37,31 +36,20 @@ static double now_s(void) { return (double)uv_hrtime() / 1e9; }
 /* 1 while a member of the process group is alive. kill() also finds
    zombies, which may wait long for a parent that does not reap them: a
    group with members is checked in /proc for one that is not a zombie. */
+/* fn of arbor_proc_scan: q[0] is the group; at a member, q[1] = 1, stop. */
+static int in_group(int pid, int pgrp, void *ud) {
+  (void)pid;
+  int *q = ud;
+  if (pgrp != q[0]) return 0;
+  q[1] = 1;
+  return 1;
+}
+
 static int group_alive(int pgid) {
   if (kill(-pgid, 0) < 0 && errno == ESRCH) return 0;
-  DIR *d = opendir("/proc");
-  if (!d) return 1;
-  struct dirent *de;
-  int alive = 0;
-  while (!alive && (de = readdir(d))) {
-    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
-    char path[300], buf[512];
-    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp;
-    if (rp && sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 &&
-        pgrp == pgid && state != 'Z')
-      alive = 1;
-  }
-  closedir(d);
-  return alive;
+  int q[2] = {pgid, 0};
+  if (arbor_proc_scan(in_group, q) < 0) return 1; /* cannot tell: alive */
+  return q[1];
 }
 
 /* ---- exit and stop ---------------------------------------------------- */

@@ -80,6 +80,12 @@ int arbor_proc_stopped(const arbor_proc *p);
    *status. */
 int arbor_proc_status(const arbor_proc *p, int64_t *status);
 
+/* ---- common.c --------------------------------------------------------- */
+
+/* Calls fn(pid, pgrp, ud) for every process in /proc that is not a zombie,
+   until fn returns nonzero. Returns -1 when /proc cannot be read, else 0. */
+int arbor_proc_scan(int (*fn)(int pid, int pgrp, void *ud), void *ud);
+
 /* ---- outlet.c --------------------------------------------------------- */
 
 /* Pops the next queued stdout line (a reference), or NULL. */
