@@ -72,6 +72,78 @@ describe("arbor run --http", function()
     assert.equal("# EOF\n", om:sub(-6))
   end)
 
+  it("`arbor ctl metrics` prints the exposition: promtool passes it, restarts match the tree", function()
+    os.execute("touch " .. q(e.ready))
+    local out
+    assert.is_true(eventually(function()
+      local code
+      code, out = sh(bin .. " ctl " .. q(e.sock) .. " metrics")
+      return code == 0 and value(out, "arbor_node_restarts_total", '{dn="root.flaky"}') == 3
+    end))
+    local code, check = sh(bin .. " ctl " .. q(e.sock) .. " metrics | promtool check metrics")
+    assert.equal(0, code, check)
+    local tree = json.decode(select(2, sh(bin .. " ctl " .. q(e.sock) .. " tree --json")))
+    for _, n in ipairs(tree.children) do
+      assert.equal(n.restarts, value(out, "arbor_node_restarts_total", '{dn="' .. n.dn .. '"}'), n.dn)
+    end
+    assert.equal(1, value(out, "arbor_control_clients")) -- arbor ctl itself
+    assert.equal("\n", out:sub(-1))
+    assert.is_nil(out:find("\n\n", 1, true))
+    local _, om = sh(bin .. " ctl " .. q(e.sock) .. " metrics --openmetrics")
+    assert.equal("# EOF\n", om:sub(-6))
+    assert.matches("# TYPE arbor_node_restarts counter\n", om, 1, true)
+    local _, js = sh(bin .. " ctl " .. q(e.sock) .. " metrics --json")
+    assert.equal("counter", json.decode(js).arbor_node_restarts_total.type)
+    local bad, usage = sh(bin .. " ctl " .. q(e.sock) .. " status --openmetrics")
+    assert.equal(2, bad)
+    assert.matches("--openmetrics is an option of metrics", usage, 1, true)
+  end)
+
+  it("/metrics has the CPU seconds and resident memory of a node's processes, read from /proc", function()
+    local body, pids
+    assert.is_true(eventually(function()
+      local _, node = sh(bin .. " ctl " .. q(e.sock) .. " node root.proc --json")
+      pids = (json.decode(node) or {}).pids
+      local _, logs = sh(bin .. " ctl " .. q(e.sock) .. " logs root.proc")
+      return pids and #pids == 3 and logs:find("idle", 1, true)
+    end))
+    local _, tck = sh("getconf CLK_TCK")
+    local _, page = sh("getconf PAGESIZE")
+    local function usage()
+      local ticks, pages = 0, 0
+      for _, pid in ipairs(pids) do
+        local stat = read("/proc/" .. pid .. "/stat")
+        local f = {}
+        for w in stat:match("%) (.*)$"):gmatch("%S+") do f[#f + 1] = w end
+        ticks = ticks + f[12] + f[13] -- utime and stime: fields 14 and 15
+        pages = pages + read("/proc/" .. pid .. "/statm"):match("^%d+ (%d+)")
+      end
+      return ticks, pages
+    end
+    -- the sleeps may still fault their pages in: scrape until /proc says
+    -- the same before and after
+    local ticks, pages
+    assert.is_true(eventually(function()
+      ticks, pages = usage()
+      local _
+      _, body = curl(e, "/metrics")
+      local t2, p2 = usage()
+      return t2 == ticks and p2 == pages
+    end))
+    local cpu = value(body, "arbor_node_process_cpu_seconds_total", '{dn="root.proc"}')
+    local rss = value(body, "arbor_node_process_resident_memory_bytes", '{dn="root.proc"}')
+    assert.is_true(cpu > 0, body)
+    assert.near(ticks / tonumber(tck), cpu, 0.05)
+    assert.equal(pages * tonumber(page), rss)
+    -- only nodes with processes have them
+    assert.is_nil(value(body, "arbor_node_process_resident_memory_bytes", '{dn="root.jobs"}'))
+    local f = io.open(e.dir .. "/scrape", "w")
+    f:write(body)
+    f:close()
+    local code, out = sh("promtool check metrics < " .. q(e.dir .. "/scrape"))
+    assert.equal(0, code, out)
+  end)
+
   it("/healthz answers again once a runaway evaluation is interrupted", function()
     local code, out = sh(bin .. " ctl " .. q(e.sock) .. " eval --budget 300000000 "
       .. q("while true do end"))

@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/mem.h"
 #include "engine/internal.h"
 #include "lua/l_arbor.h"
+#include "proc/nodes.h"
 
 #define NSTATES 5
 
@@ -94,12 +96,22 @@ typedef struct entry {
   uint64_t restarts;
   double last_exit;    /* engine time of the latest exit, or -1 */
   double up_since;     /* engine time it became HEALTHY, or -1 */
+  int procs;           /* it has process groups: the two below are read */
+  unsigned long long ticks, pages; /* its processes' CPU and memory */
 } entry;
+
+/* A process group of a node and the entry its usage goes to. */
+typedef struct group {
+  int pgid;
+  size_t entry;
+} group;
 
 typedef struct series {
   entry *v;
   size_t n, cap;
   size_t folded;       /* nodes folded into subtree series */
+  group *g;            /* the process groups of the nodes, to read */
+  size_t ng, gcap;
 } series;
 
 static int exited_once(const pnode *pn) {
@@ -107,8 +119,25 @@ static int exited_once(const pnode *pn) {
   return n->incarnation > 1 || (n->incarnation >= 1 && !arbor_node_running(n));
 }
 
+/* Notes the process groups of pn's running incarnation (each process
+   leads its own), to read their usage for series i. */
+static void note_groups(series *s, size_t i, const pnode *pn) {
+  if (!(pn->pflags & PN_PROCS)) return;
+  arbor_proc *ps[64];
+  size_t np = arbor_proc_of_node(pn, ps, 64);
+  if (np > 64) np = 64;
+  for (size_t k = 0; k < np; k++) {
+    if (s->ng == s->gcap) {
+      s->gcap = s->gcap ? 2 * s->gcap : 64;
+      s->g = arbor_xrealloc(s->g, s->gcap * sizeof *s->g);
+    }
+    s->g[s->ng++] = (group){arbor_proc_pid(ps[k]), i};
+  }
+}
+
 /* Adds pn's figures to en (a node's own series, or its folded subtree). */
-static void gather(entry *en, const pnode *pn) {
+static void gather(series *s, entry *en, const pnode *pn) {
+  note_groups(s, (size_t)(en - s->v), pn);
   en->state[pn->n.state]++;
   for (int f = 0; f < NSTATES; f++)
     for (int to = 0; to < NSTATES; to++)
@@ -182,14 +211,14 @@ static void collect(arbor_engine *e, size_t max, series *s) {
   while (n) {
     const pnode *pn = (const pnode *)n;
     entry *en = new_entry(s, n, 0);
-    gather(en, pn);
+    gather(s, en, pn);
     if (n->state == ARBOR_HEALTHY && pn->healthy_at >= 0)
       en->up_since = pn->healthy_at;
     if (n->first && d == cut) { /* fold everything below n */
       entry *fold = new_entry(s, n, 1);
       arbor_node *m = n->first;
       while (m) {
-        gather(fold, (const pnode *)m);
+        gather(s, fold, (const pnode *)m);
         s->folded++;
         if (m->first) {
           m = m->first;
@@ -206,6 +235,37 @@ static void collect(arbor_engine *e, size_t max, series *s) {
     while (n && n != top && !n->next) n = n->parent, d--;
     n = (n && n != top) ? n->next : NULL;
   }
+}
+
+static int cmp_group(const void *a, const void *b) {
+  int x = ((const group *)a)->pgid, y = ((const group *)b)->pgid;
+  return (x > y) - (x < y);
+}
+
+/* Reads the usage of the nodes' process groups from /proc (one pass over
+   it, only when some node has processes) into their entries. */
+static void read_usage(series *s) {
+  if (s->ng == 0) return;
+  qsort(s->g, s->ng, sizeof *s->g, cmp_group);
+  int *pgid = arbor_xalloc(s->ng * sizeof *pgid);
+  size_t n = 0;
+  for (size_t i = 0; i < s->ng; i++)
+    if (n == 0 || pgid[n - 1] != s->g[i].pgid) pgid[n++] = s->g[i].pgid;
+  arbor_group_usage *u = arbor_xalloc(n * sizeof *u);
+  memset(u, 0, n * sizeof *u);
+  if (arbor_proc_groups_usage(pgid, n, u) == 0) {
+    size_t k = 0;
+    for (size_t i = 0; i < s->ng; i++) {
+      while (pgid[k] != s->g[i].pgid) k++;
+      if (!u[k].members) continue; /* the group is gone */
+      entry *en = &s->v[s->g[i].entry];
+      en->procs = 1;
+      en->ticks += u[k].ticks;
+      en->pages += u[k].pages;
+    }
+  }
+  free(u);
+  free(pgid);
 }
 
 /* name{dn="<dn>" and, for a first label, the rest: the start of a node's
@@ -266,6 +326,29 @@ static void node_series(text *t, arbor_engine *e, int om, const series *s) {
     if (s->v[i].last_exit < 0) continue;
     add(t, "arbor_node_last_exit_timestamp_seconds{dn=\"%s\"} %.3f\n",
         s->v[i].dn, wall0 + s->v[i].last_exit);
+  }
+  if (s->ng) {
+    double tck = (double)sysconf(_SC_CLK_TCK);
+    unsigned long long page = (unsigned long long)sysconf(_SC_PAGESIZE);
+    family(t, om, "arbor_node_process_cpu_seconds_total", "counter",
+           "CPU time (user and system) of the node's processes: every live "
+           "member of their process groups, read from /proc at scrape time");
+    for (size_t i = 0; i < s->n; i++) {
+      if (!s->v[i].procs) continue;
+      add(t, "arbor_node_process_cpu_seconds_total{dn=\"%s\"} ", s->v[i].dn);
+      value(t, (double)s->v[i].ticks / tck);
+    }
+    family(t, om, "arbor_node_process_resident_memory_bytes", "gauge",
+           "Resident memory of the node's processes (summed over the "
+           "members of their process groups), read from /proc at scrape "
+           "time");
+    for (size_t i = 0; i < s->n; i++) {
+      if (!s->v[i].procs) continue;
+      start(t, "arbor_node_process_resident_memory_bytes", &s->v[i]);
+      PUT(t, "} ");
+      put_uint(t, s->v[i].pages * page);
+      PUT(t, "\n");
+    }
   }
   family(t, om, "arbor_node_up_since_timestamp_seconds", "gauge",
          "When the node became HEALTHY (Unix time; only HEALTHY nodes)");
@@ -356,6 +439,7 @@ static int l_metrics_text(lua_State *L) {
   if (max < 1) return luaL_error(L, "metrics: max_series must be >= 1");
   series s = {0};
   collect(e, (size_t)max, &s);
+  read_usage(&s);
   size_t cap = s.n * NODE_BYTES + tail_len + 8192;
   text t = {arbor_xalloc(cap), 0, cap};
   node_series(&t, e, om, &s);
@@ -363,6 +447,7 @@ static int l_metrics_text(lua_State *L) {
   put(&t, tail, tail_len);
   for (size_t i = 0; i < s.n; i++) free(s.v[i].dn);
   free(s.v);
+  free(s.g);
   lua_pushlstring(L, t.s, t.len);
   free(t.s);
   return 1;
