@@ -128,6 +128,35 @@ describe("arbor metrics", function()
     assert.is_false(metrics.wants_openmetrics("text/plain"))
   end)
 
+  it("in chunks (what /metrics writes), the same bytes as the one string", function()
+    local h = new()
+    h:start(function(ctx)
+      for i = 1, 20 do
+        ctx:run("w" .. i, function(c)
+          for j = 1, 100 do c:run("x" .. j, idle) end
+          idle(c)
+        end)
+      end
+      idle(ctx)
+    end)
+    metrics.gauge("spec_chunked_gauge", "A user's gauge after the chunks"):set(5)
+    for _, om in ipairs{false, true} do
+      local opts = {openmetrics = om, max_series = 5000}
+      local chunks, len = metrics.chunks(h.engine, opts)
+      local t = metrics.text(h.engine, opts)
+      assert.is_true(#chunks > 3, "several chunks")
+      local whole = table.concat(chunks)
+      -- the histogram's and Lua's figures move between two scrapes
+      local function steady(s)
+        return (s:gsub("\narbor_loop_turn[^\n]*", ""):gsub("\narbor_lua_memory_bytes [^\n]*", ""))
+      end
+      assert.equal(#whole, len)
+      assert.equal(steady(t), steady(whole))
+      assert.equal(5, sample(whole, "spec_chunked_gauge"))
+      assert.equal(1, sample(whole, "arbor_node_state", 'dn="root.w20.x100",state="HEALTHY"'))
+    end
+  end)
+
   it("the table form has the same figures", function()
     local h = flaky_tree()
     local t = metrics.table(h.engine)

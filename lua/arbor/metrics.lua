@@ -97,9 +97,9 @@ function M.configure(e, t)
   end
 end
 
---- text(e [, {openmetrics = bool, max_series = n}]) -> the exposition;
--- max_series defaults to arbor.run's (else 10,000).
-function M.text(e, opts)
+-- The exposition: one string, or (chunked) a table of strings and the
+-- length of their concatenation.
+local function exposition(e, opts, chunked)
   opts = opts or {}
   local cfg = engines[e] or {}
   local clients = cfg.control_clients and cfg.control_clients() or 0
@@ -114,8 +114,16 @@ function M.text(e, opts)
   end
   if opts.openmetrics then out[#out + 1] = "# EOF\n" end
   return e:metrics_text(opts.openmetrics, opts.max_series or cfg.max_series,
-    table.concat(out))
+    table.concat(out), chunked)
 end
+
+--- text(e [, {openmetrics = bool, max_series = n}]) -> the exposition;
+-- max_series defaults to arbor.run's (else 10,000).
+function M.text(e, opts) return exposition(e, opts, false) end
+
+--- chunks(e [, opts]) -> the same as a list of strings, and its length in
+-- bytes: what /metrics writes (a large exposition is never copied whole).
+function M.chunks(e, opts) return exposition(e, opts, true) end
 
 --- The content types of the two formats.
 M.PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"

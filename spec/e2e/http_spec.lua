@@ -15,27 +15,51 @@ local function value(text, name, labels)
   return tonumber(text:match("\n" .. name:gsub("%p", "%%%0") .. (labels or ""):gsub("%p", "%%%0") .. " (%S+)"))
 end
 
+-- Starts arbor on the fixture (env: more variables for it).
+local function start(env)
+  local dir = support.mktemp()
+  local e = {dir = dir, ready = dir .. "/ready"}
+  e.sock = dir .. "/ctl.sock"
+  local p = io.popen(string.format("%s READY_FILE=%s sh -c 'echo $$; exec %s run --control %s --http 127.0.0.1:0 %s' 2> %s/err > /dev/null & echo $!",
+    env or "", q(e.ready), bin, q(e.sock), "spec/e2e/fixtures/http.lua", q(dir)))
+  e.pid = tonumber(p:read("l"))
+  p:close()
+  assert.is_true(eventually(function()
+    e.port = (read(dir .. "/err") or ""):match("serving http://127%.0%.0%.1:(%d+)")
+    return e.port
+  end))
+  return e
+end
+
+local function stop(e)
+  os.execute("kill " .. e.pid .. " 2>/dev/null")
+  eventually(function() return os.execute("kill -0 " .. e.pid .. " 2>/dev/null") ~= true end)
+  os.execute("rm -rf " .. q(e.dir))
+end
+
+describe("arbor run --http, a wide tree", function()
+  it("/metrics of a few MB (many chunks) is whole: its length, promtool, the last node", function()
+    local e = start("WIDE=5000")
+    finally(function() stop(e) end)
+    local body
+    assert.is_true(eventually(function()
+      local _, out = sh("curl -s --max-time 10 -D - -o " .. q(e.dir .. "/scrape")
+        .. " http://127.0.0.1:" .. e.port .. "/metrics")
+      body = read(e.dir .. "/scrape") or ""
+      local len = tonumber(out:match("Content%-Length: (%d+)"))
+      local ok = out:match("^HTTP/1%.1 200") and len == #body
+      return ok and value(body, "arbor_node_state", '{dn="root.wide.w5000",state="HEALTHY"}') == 1
+    end))
+    assert.is_true(#body > 2 * 1024 * 1024, #body)
+    local code, out = sh("promtool check metrics < " .. q(e.dir .. "/scrape"))
+    assert.equal(0, code, out)
+  end)
+end)
+
 describe("arbor run --http", function()
   local e
-  before_each(function()
-    local dir = support.mktemp()
-    e = {dir = dir, ready = dir .. "/ready"}
-    e.sock = dir .. "/ctl.sock"
-    local p = io.popen(string.format("READY_FILE=%s sh -c 'echo $$; exec %s run --control %s --http 127.0.0.1:0 %s' 2> %s/err > /dev/null & echo $!",
-      q(e.ready), bin, q(e.sock), "spec/e2e/fixtures/http.lua", q(dir)))
-    e.pid = tonumber(p:read("l"))
-    p:close()
-    assert.is_true(eventually(function()
-      e.port = (read(dir .. "/err") or ""):match("serving http://127%.0%.0%.1:(%d+)")
-      return e.port
-    end))
-  end)
-
-  after_each(function()
-    os.execute("kill " .. e.pid .. " 2>/dev/null")
-    eventually(function() return os.execute("kill -0 " .. e.pid .. " 2>/dev/null") ~= true end)
-    os.execute("rm -rf " .. q(e.dir))
-  end)
+  before_each(function() e = start() end)
+  after_each(function() stop(e) end)
 
   it("/readyz is 503 naming the DN until the root is HEALTHY, then 200", function()
     local status, body = curl(e, "/readyz")
