@@ -128,6 +128,35 @@ describe("arbor metrics", function()
     assert.is_false(metrics.wants_openmetrics("text/plain"))
   end)
 
+  it("in chunks (what /metrics writes), the same bytes as the one string", function()
+    local h = new()
+    h:start(function(ctx)
+      for i = 1, 20 do
+        ctx:run("w" .. i, function(c)
+          for j = 1, 100 do c:run("x" .. j, idle) end
+          idle(c)
+        end)
+      end
+      idle(ctx)
+    end)
+    metrics.gauge("spec_chunked_gauge", "A user's gauge after the chunks"):set(5)
+    for _, om in ipairs{false, true} do
+      local opts = {openmetrics = om, max_series = 5000}
+      local chunks, len = metrics.chunks(h.engine, opts)
+      local t = metrics.text(h.engine, opts)
+      assert.is_true(#chunks > 3, "several chunks")
+      local whole = table.concat(chunks)
+      -- the histogram's and Lua's figures move between two scrapes
+      local function steady(s)
+        return (s:gsub("\narbor_loop_turn[^\n]*", ""):gsub("\narbor_lua_memory_bytes [^\n]*", ""))
+      end
+      assert.equal(#whole, len)
+      assert.equal(steady(t), steady(whole))
+      assert.equal(5, sample(whole, "spec_chunked_gauge"))
+      assert.equal(1, sample(whole, "arbor_node_state", 'dn="root.w20.x100",state="HEALTHY"'))
+    end
+  end)
+
   it("the table form has the same figures", function()
     local h = flaky_tree()
     local t = metrics.table(h.engine)
@@ -170,5 +199,87 @@ describe("users' counters and gauges", function()
       assert.is_false(ok)
       assert.matches(case[2], err, 1, true)
     end
+  end)
+end)
+
+describe("engine settings", function()
+  it("max_series and control clients come from arbor.run and the control server", function()
+    local h = new()
+    h:start(function(ctx)
+      for i = 1, 3 do ctx:run("w" .. i, function(c) c:run("x", idle) idle(c) end) end
+      idle(ctx)
+    end)
+    assert.equal(0, sample(metrics.text(h.engine), "arbor_control_clients"))
+    metrics.configure(h.engine, {max_series = 4, control_clients = function() return 2 end})
+    local t = metrics.text(h.engine)
+    assert.equal(3, sample(t, "arbor_node_series_folded"))
+    assert.equal(2, sample(t, "arbor_control_clients"))
+    assert.equal(0, sample(metrics.text(h.engine, {max_series = 100}), "arbor_node_series_folded"))
+    metrics.configure(h.engine, {control_clients = false})
+    assert.equal(0, sample(metrics.text(h.engine), "arbor_control_clients"))
+  end)
+end)
+
+describe("process metrics", function()
+  local read = require("e2e.support").read
+
+  -- Resident bytes of the processes pids, from /proc/PID/statm.
+  local function rss(pids)
+    local page = tonumber(io.popen("getconf PAGESIZE"):read("l"))
+    local sum = 0
+    for _, pid in ipairs(pids) do
+      sum = sum + read("/proc/" .. pid .. "/statm"):match("^%d+ (%d+)") * page
+    end
+    return sum
+  end
+
+  it("sum a node's processes, and a folded subtree's; nodes without processes have none", function()
+    local arbor = require "arbor"
+    support.scenario(function(ctx)
+      ctx:run("sup", function(c)
+        c:run("a", arbor.exec{"sh", "-c", "exec sleep 1000"})
+        c:run("b", arbor.exec{"sh", "-c", "sleep 1000 & exec sleep 1000"})
+        c:signal("healthy")
+        c:wait()
+      end)
+      local function pids(dn)
+        local n = arbor.node(dn)
+        return n and n.pids or {}
+      end
+      local function sleeping(dn, want)
+        local ps = pids(dn)
+        if #ps ~= want then return false end
+        for _, pid in ipairs(ps) do
+          if (read("/proc/" .. pid .. "/comm") or "") ~= "sleep\n" then return false end
+        end
+        return true
+      end
+      local deadline = arbor.now() + 20
+      while not (sleeping("root.t.sup.a", 1) and sleeping("root.t.sup.b", 2)) do
+        assert.is_true(arbor.now() < deadline, "the sleeps did not start")
+        ctx:sleep(0.01)
+      end
+      local a, b = pids("root.t.sup.a"), pids("root.t.sup.b")
+      local name = "arbor_node_process_resident_memory_bytes"
+      -- a sleep that just started still faults its pages in: scrape until
+      -- /proc says the same before and after
+      local t, before
+      repeat
+        assert.is_true(arbor.now() < deadline, "the sleeps' memory did not settle")
+        ctx:sleep(0.01)
+        before = rss(a) + rss(b)
+        t = arbor.metrics_text()
+      until rss(a) + rss(b) == before
+      assert.equal(rss(a), sample(t, name, 'dn="root.t.sup.a"'))
+      assert.equal(rss(b), sample(t, name, 'dn="root.t.sup.b"'))
+      assert.is_number(sample(t, "arbor_node_process_cpu_seconds_total", 'dn="root.t.sup.b"'))
+      assert.is_nil(sample(t, name, 'dn="root.t.sup"'))
+      assert.is_nil(sample(t, "arbor_node_process_cpu_seconds_total", 'dn="root.t"'))
+      -- root, root.t and root.t.sup fit in 3 series: a and b are folded
+      t = arbor.metrics_text({max_series = 3})
+      assert.equal(2, sample(t, "arbor_node_series_folded"))
+      assert.equal(rss(a) + rss(b), sample(t, name, 'dn="root.t.sup.*"'))
+      assert.is_nil(sample(t, name, 'dn="root.t.sup"'))
+    end)
   end)
 end)

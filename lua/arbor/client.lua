@@ -180,6 +180,7 @@ local command_list = {
     .. "                         each of DN's processes", 2},
   {"logs", "DN [-n N] [-f]", "a node's last N log lines (-f: follow)", 1},
   {"events", "[-n N] [-f]", "the last N events (-f: follow)", 0},
+  {"metrics", "[--openmetrics]", "the metrics /metrics serves (Prometheus text format)", 0},
   {"eval", "CODE [--budget N]", "evaluate Lua in the engine; prints the values", 1},
   {"shutdown", "", "stop the tree in order and wait for the engine to exit", 0},
 }
@@ -232,6 +233,7 @@ function M.ctl(args)
       i = i + 1
     elseif a == "-h" or a == "--help" then flags.help = true
     elseif a == "--ready" then flags.ready = true
+    elseif a == "--openmetrics" then flags.openmetrics = true
     elseif a:sub(1, 1) == "-" and #a > 1 and not (pos[1] == "eval" or pos[2] == "eval") then
       errf("arbor ctl: unknown option '%s'\n%s", a, ctl_usage)
       return 2
@@ -260,6 +262,10 @@ function M.ctl(args)
     errf("arbor ctl %s: --ready is an option of status\n%s", cmd, command_usage(cmd))
     return 2
   end
+  if flags.openmetrics and cmd ~= "metrics" then
+    errf("arbor ctl %s: --openmetrics is an option of metrics\n%s", cmd, command_usage(cmd))
+    return 2
+  end
   if (want >= 0 and #pos ~= want) or (want < 0 and #pos > 1) then
     errf("arbor ctl %s: wrong number of arguments\n%s", cmd, ctl_usage)
     return 2
@@ -267,7 +273,7 @@ function M.ctl(args)
   local conn = open_socket("arbor ctl", sock)
   if not conn then return 3 end
   local req = {op = cmd, json = flags.json or flags.ready, follow = flags.follow, n = flags.n,
-    ready = flags.ready}
+    ready = flags.ready, openmetrics = flags.openmetrics}
   if cmd == "eval" then
     req.code, req.budget = pos[1], flags.budget
   elseif pos[1] then
@@ -312,6 +318,8 @@ function M.ctl(args)
       io.stdout:write(reply.data_json, "\n")
     elseif reply.data ~= nil then print(json.encode(reply.data))
     else print(json.encode({ok = true})) end
+  elseif cmd == "metrics" and reply.text then -- as it is: it ends in a newline
+    io.stdout:write(show(reply.text))
   elseif reply.text and reply.text ~= "" then
     print(show(reply.text))
   end

@@ -32,7 +32,8 @@ function M.parse_addr(s)
   return host, port
 end
 
--- The routes: each returns status, content type, body.
+-- The routes: each returns status, content type, body (a string, or a list
+-- of strings and its length).
 local function routes(e, opts)
   local function ready_body()
     local lines = {}
@@ -49,7 +50,7 @@ local function routes(e, opts)
     ["/metrics"] = function(req)
       local om = metrics.wants_openmetrics(req.headers.accept)
       return 200, om and metrics.OPENMETRICS or metrics.PROMETHEUS,
-        metrics.text(e, {openmetrics = om, max_series = opts.max_series})
+        metrics.chunks(e, {openmetrics = om, max_series = opts.max_series})
     end,
     ["/healthz"] = function() return 200, "text/plain", "ok\n" end,
     ["/readyz"] = function()
@@ -94,12 +95,16 @@ function M.serve(e, addr, opts)
     if not client:is_closing() then client:close() end
   end
 
-  local function respond(client, status, ctype, body, head_only)
+  local function respond(client, status, ctype, body, head_only, len)
     local head = string.format("HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
       .. "Content-Length: %d\r\nConnection: close\r\n\r\n",
-      status, reasons[status] or "", ctype or "text/plain", #body)
+      status, reasons[status] or "", ctype or "text/plain", len or #body)
     client:read_stop()
-    client:write(head_only and head or head .. body, function() finish(client) end)
+    local out = head
+    if not head_only then -- the body's chunks as they are (one writev)
+      out = type(body) == "table" and table.move(body, 1, #body, 2, {head}) or head .. body
+    end
+    client:write(out, function() finish(client) end)
   end
 
   local function handle(client, head)
@@ -110,9 +115,9 @@ function M.serve(e, addr, opts)
     end
     local route = handlers[req.path]
     if not route then return respond(client, 404, "text/plain", "not found\n") end
-    local okr, status, ctype, body = pcall(route, req)
+    local okr, status, ctype, body, len = pcall(route, req)
     if not okr then return respond(client, 500, "text/plain", tostring(status) .. "\n") end
-    respond(client, status, ctype, body, req.method == "HEAD")
+    respond(client, status, ctype, body, req.method == "HEAD", len)
   end
 
   local function on_connection(lerr)

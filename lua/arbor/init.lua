@@ -123,6 +123,7 @@ function M.run(root, opts)
     signals = opts.signals ~= false, runaway = opts.runaway}
   local default_policy = opts.default_policy or policy.exponential()
   e:set_default_policy(default_policy)
+  metrics.configure(e, {max_series = opts.max_series})
   local cli = arbor_cli.options -- under `arbor run`
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
   local show = term.filter(2)

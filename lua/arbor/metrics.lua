@@ -83,10 +83,29 @@ local function value(v)
   return string.format("%.17g", v)
 end
 
---- text(e [, {openmetrics = bool, max_series = n}]) -> the exposition.
-function M.text(e, opts)
+-- What arbor.run (max_series) and the control server (control_clients, a
+-- function: the clients connected now) tell about an engine.
+local engines = setmetatable({}, {__mode = "k"})
+
+--- configure(e, {max_series = n, control_clients = fn}): sets those of
+-- e's settings that are given (false clears one).
+function M.configure(e, t)
+  local cfg = engines[e] or {}
+  engines[e] = cfg
+  for k, v in pairs(t) do
+    if v == false then cfg[k] = nil else cfg[k] = v end
+  end
+end
+
+-- The exposition: one string, or (chunked) a table of strings and the
+-- length of their concatenation.
+local function exposition(e, opts, chunked)
   opts = opts or {}
-  local out = {}
+  local cfg = engines[e] or {}
+  local clients = cfg.control_clients and cfg.control_clients() or 0
+  local out = {string.format("# HELP arbor_control_clients Clients connected to the "
+    .. "control socket\n# TYPE arbor_control_clients gauge\narbor_control_clients %d\n",
+    clients)}
   for _, m in ipairs(order) do
     local family = m.name
     if opts.openmetrics and m.type == "counter" then family = family:sub(1, -7) end
@@ -94,8 +113,17 @@ function M.text(e, opts)
       escape_help(m.help), family, m.type, m.name, value(m.value))
   end
   if opts.openmetrics then out[#out + 1] = "# EOF\n" end
-  return e:metrics_text(opts.openmetrics, opts.max_series, table.concat(out))
+  return e:metrics_text(opts.openmetrics, opts.max_series or cfg.max_series,
+    table.concat(out), chunked)
 end
+
+--- text(e [, {openmetrics = bool, max_series = n}]) -> the exposition;
+-- max_series defaults to arbor.run's (else 10,000).
+function M.text(e, opts) return exposition(e, opts, false) end
+
+--- chunks(e [, opts]) -> the same as a list of strings, and its length in
+-- bytes: what /metrics writes (a large exposition is never copied whole).
+function M.chunks(e, opts) return exposition(e, opts, true) end
 
 --- The content types of the two formats.
 M.PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"

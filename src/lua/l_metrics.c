@@ -15,19 +15,81 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/mem.h"
 #include "engine/internal.h"
 #include "lua/l_arbor.h"
+#include "proc/nodes.h"
 
 #define NSTATES 5
 
-/* ---- a growable text buffer ------------------------------------------ */
+/* ---- the text: one buffer, or chunks -------------------------------- */
 
+/* The exposition is written into one buffer that becomes one Lua string
+   (text()), or into a chunk of CHUNK bytes, reused, that is pushed as a Lua
+   string into a table each time it fills (chunks(): what /metrics writes
+   to the socket as they are). A scrape of 100,000 nodes writes 46 MB: the
+   chunks spare the big buffer and its page faults, and a big buffer is
+   mapped with huge pages (one fault per 2 MB, not per 4 KB). */
 typedef struct text {
   char *s;
   size_t len, cap;
+  void *map;            /* s is in this mapping of maplen bytes, or NULL */
+  size_t maplen;
+  lua_State *L;         /* chunked: full chunks go to the table at tbl */
+  int tbl;
+  lua_Integer nchunks;
+  size_t total;         /* bytes of the chunks pushed */
 } text;
+
+#define CHUNK ((size_t)256 << 10)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static void text_free(text *t) {
+  if (t->map) munmap(t->map, t->maplen);
+  else free(t->s);
+  t->s = NULL, t->map = NULL;
+}
+
+/* A buffer of cap bytes (the old content kept); past 4 MB, in a mapping
+   that asks for transparent huge pages. */
+static void text_alloc(text *t, size_t cap) {
+  if (cap >= 2 * HUGE_PAGE) {
+    cap = (cap + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    size_t maplen = cap + HUGE_PAGE;
+    void *m = mmap(NULL, maplen, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m != MAP_FAILED) {
+      char *s = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
+      madvise(s, cap, MADV_HUGEPAGE); /* a hint: no error matters */
+      if (t->len) memcpy(s, t->s, t->len);
+      text_free(t);
+      t->s = s, t->cap = cap, t->map = m, t->maplen = maplen;
+      return;
+    }
+  }
+  char *s = arbor_xalloc(cap);
+  if (t->len) memcpy(s, t->s, t->len);
+  text_free(t);
+  t->s = s, t->cap = cap;
+}
+
+/* Makes room for n more bytes: pushes the chunk when chunked, else grows
+   the buffer. */
+static void room(text *t, size_t n) {
+  if (t->cap - t->len > n) return;
+  if (t->L && t->len) {
+    lua_pushlstring(t->L, t->s, t->len);
+    lua_rawseti(t->L, t->tbl, ++t->nchunks);
+    t->total += t->len;
+    t->len = 0;
+    if (t->cap - t->len > n) return;
+  }
+  text_alloc(t, t->cap * 2 + n + 256);
+}
 
 static void add(text *t, const char *fmt, ...) {
   for (;;) {
@@ -39,29 +101,41 @@ static void add(text *t, const char *fmt, ...) {
       t->len += (size_t)n;
       return;
     }
-    t->cap = t->cap * 2 + (n > 0 ? (size_t)n : 0) + 256;
-    t->s = arbor_xrealloc(t->s, t->cap);
+    room(t, n > 0 ? (size_t)n + 1 : 256);
   }
 }
 
-/* The series writers below append with put and uint, not add: a scrape of
-   100,000 nodes writes a million lines. */
-static void put(text *t, const char *s, size_t len) {
-  if (t->cap - t->len < len + 1) {
-    t->cap = t->cap * 2 + len + 256;
-    t->s = arbor_xrealloc(t->s, t->cap);
-  }
+/* The series writers below append with these, not add: a scrape of
+   100,000 nodes writes a million lines. cpy and the CPY, UINT and MILLIS
+   after it write without checking: room() was asked first. */
+static inline void cpy(text *t, const char *s, size_t len) {
   memcpy(t->s + t->len, s, len);
   t->len += len;
 }
 
-#define PUT(t, lit) put(t, lit, sizeof lit - 1)
+#define CPY(t, lit) cpy(t, lit, sizeof lit - 1)
 
-static void put_uint(text *t, uint64_t v) {
+static void put(text *t, const char *s, size_t len) {
+  room(t, len);
+  cpy(t, s, len);
+}
+
+
+/* v in decimal: at most 20 bytes. */
+static inline void uint_(text *t, uint64_t v) {
   char b[24], *p = b + sizeof b;
   do *--p = (char)('0' + v % 10);
   while (v /= 10);
-  put(t, p, (size_t)(b + sizeof b - p));
+  cpy(t, p, (size_t)(b + sizeof b - p));
+}
+
+/* v >= 0 with three decimals, as "%.3f" writes it: at most 24 bytes. */
+static inline void millis(text *t, double v) {
+  uint64_t ms = (uint64_t)(v * 1000 + 0.5);
+  uint_(t, ms / 1000);
+  char b[4] = {'.', (char)('0' + ms / 100 % 10), (char)('0' + ms / 10 % 10),
+               (char)('0' + ms % 10)};
+  cpy(t, b, 4);
 }
 
 /* "# HELP" and "# TYPE" of a family; a counter's family name drops its
@@ -94,12 +168,22 @@ typedef struct entry {
   uint64_t restarts;
   double last_exit;    /* engine time of the latest exit, or -1 */
   double up_since;     /* engine time it became HEALTHY, or -1 */
+  int procs;           /* it has process groups: the two below are read */
+  unsigned long long ticks, pages; /* its processes' CPU and memory */
 } entry;
+
+/* A process group of a node and the entry its usage goes to. */
+typedef struct group {
+  int pgid;
+  size_t entry;
+} group;
 
 typedef struct series {
   entry *v;
   size_t n, cap;
   size_t folded;       /* nodes folded into subtree series */
+  group *g;            /* the process groups of the nodes, to read */
+  size_t ng, gcap;
 } series;
 
 static int exited_once(const pnode *pn) {
@@ -107,8 +191,25 @@ static int exited_once(const pnode *pn) {
   return n->incarnation > 1 || (n->incarnation >= 1 && !arbor_node_running(n));
 }
 
+/* Notes the process groups of pn's running incarnation (each process
+   leads its own), to read their usage for series i. */
+static void note_groups(series *s, size_t i, const pnode *pn) {
+  if (!(pn->pflags & PN_PROCS)) return;
+  arbor_proc *ps[64];
+  size_t np = arbor_proc_of_node(pn, ps, 64);
+  if (np > 64) np = 64;
+  for (size_t k = 0; k < np; k++) {
+    if (s->ng == s->gcap) {
+      s->gcap = s->gcap ? 2 * s->gcap : 64;
+      s->g = arbor_xrealloc(s->g, s->gcap * sizeof *s->g);
+    }
+    s->g[s->ng++] = (group){arbor_proc_pid(ps[k]), i};
+  }
+}
+
 /* Adds pn's figures to en (a node's own series, or its folded subtree). */
-static void gather(entry *en, const pnode *pn) {
+static void gather(series *s, entry *en, const pnode *pn) {
+  note_groups(s, (size_t)(en - s->v), pn);
   en->state[pn->n.state]++;
   for (int f = 0; f < NSTATES; f++)
     for (int to = 0; to < NSTATES; to++)
@@ -182,14 +283,14 @@ static void collect(arbor_engine *e, size_t max, series *s) {
   while (n) {
     const pnode *pn = (const pnode *)n;
     entry *en = new_entry(s, n, 0);
-    gather(en, pn);
+    gather(s, en, pn);
     if (n->state == ARBOR_HEALTHY && pn->healthy_at >= 0)
       en->up_since = pn->healthy_at;
     if (n->first && d == cut) { /* fold everything below n */
       entry *fold = new_entry(s, n, 1);
       arbor_node *m = n->first;
       while (m) {
-        gather(fold, (const pnode *)m);
+        gather(s, fold, (const pnode *)m);
         s->folded++;
         if (m->first) {
           m = m->first;
@@ -208,35 +309,86 @@ static void collect(arbor_engine *e, size_t max, series *s) {
   }
 }
 
-/* name{dn="<dn>" and, for a first label, the rest: the start of a node's
-   sample. */
-static void start(text *t, const char *name, const entry *en) {
-  put(t, name, strlen(name));
-  PUT(t, "{dn=\"");
-  put(t, en->dn, en->dnlen);
-  PUT(t, "\"");
+static int cmp_group(const void *a, const void *b) {
+  int x = ((const group *)a)->pgid, y = ((const group *)b)->pgid;
+  return (x > y) - (x < y);
 }
 
-static void state_label(text *t, const char *label, int st) {
-  put(t, label, strlen(label));
-  const char *name = arbor_state_name((arbor_state)st);
-  put(t, name, strlen(name));
-  PUT(t, "\"");
+/* Reads the usage of the nodes' process groups from /proc (one pass over
+   it, only when some node has processes) into their entries. */
+static void read_usage(series *s) {
+  if (s->ng == 0) return;
+  qsort(s->g, s->ng, sizeof *s->g, cmp_group);
+  int *pgid = arbor_xalloc(s->ng * sizeof *pgid);
+  size_t n = 0;
+  for (size_t i = 0; i < s->ng; i++)
+    if (n == 0 || pgid[n - 1] != s->g[i].pgid) pgid[n++] = s->g[i].pgid;
+  arbor_group_usage *u = arbor_xalloc(n * sizeof *u);
+  memset(u, 0, n * sizeof *u);
+  if (arbor_proc_groups_usage(pgid, n, u) == 0) {
+    size_t k = 0;
+    for (size_t i = 0; i < s->ng; i++) {
+      while (pgid[k] != s->g[i].pgid) k++;
+      if (!u[k].members) continue; /* the group is gone */
+      entry *en = &s->v[s->g[i].entry];
+      en->procs = 1;
+      en->ticks += u[k].ticks;
+      en->pages += u[k].pages;
+    }
+  }
+  free(u);
+  free(pgid);
 }
+
+/* Per state: its name, and `",state="<NAME>"} ` (the end of a state
+   sample's labels). */
+static struct {
+  const char *name;
+  size_t len;
+  char tail[32];
+  size_t tail_len;
+} states[NSTATES];
+
+static void init_states(void) {
+  if (states[0].name) return;
+  for (int st = 0; st < NSTATES; st++) {
+    states[st].name = arbor_state_name((arbor_state)st);
+    states[st].len = strlen(states[st].name);
+    states[st].tail_len = (size_t)snprintf(
+        states[st].tail, sizeof states[st].tail, "\",state=\"%s\"} ",
+        states[st].name);
+  }
+}
+
+/* name{dn="<dn>": the start of a node's sample; room for it and len more
+   bytes is made. */
+static void start(text *t, const char *name, size_t nlen, const entry *en,
+                  size_t len) {
+  room(t, nlen + en->dnlen + 8 + len);
+  cpy(t, name, nlen);
+  CPY(t, "{dn=\"");
+  cpy(t, en->dn, en->dnlen);
+}
+
+#define START(t, lit, en, len) start(t, lit, sizeof lit - 1, en, len)
 
 static void node_series(text *t, arbor_engine *e, int om, const series *s) {
   double wall0 = e->wall0;
+  init_states();
   family(t, om, "arbor_node_state", "gauge",
          "Nodes in each state: 1 for a node's current state, 0 for the "
          "others (a folded subtree, dn ending in .*, counts its nodes)");
-  for (size_t i = 0; i < s->n; i++)
+  for (size_t i = 0; i < s->n; i++) {
+    const entry *en = &s->v[i];
+    room(t, NSTATES * (en->dnlen + 80));
     for (int st = 0; st < NSTATES; st++) {
-      start(t, "arbor_node_state", &s->v[i]);
-      state_label(t, ",state=\"", st);
-      PUT(t, "} ");
-      put_uint(t, s->v[i].state[st]);
-      PUT(t, "\n");
+      CPY(t, "arbor_node_state{dn=\"");
+      cpy(t, en->dn, en->dnlen);
+      cpy(t, states[st].tail, states[st].tail_len);
+      uint_(t, en->state[st]);
+      CPY(t, "\n");
     }
+  }
   family(t, om, "arbor_node_transitions_total", "counter",
          "State changes of the node, by the state it left and the one it "
          "entered");
@@ -244,35 +396,65 @@ static void node_series(text *t, arbor_engine *e, int om, const series *s) {
     for (int f = 0; f < NSTATES; f++)
       for (int to = 0; to < NSTATES; to++) {
         if (!s->v[i].tr[f][to]) continue;
-        start(t, "arbor_node_transitions_total", &s->v[i]);
-        state_label(t, ",from=\"", f);
-        state_label(t, ",to=\"", to);
-        PUT(t, "} ");
-        put_uint(t, s->v[i].tr[f][to]);
-        PUT(t, "\n");
+        START(t, "arbor_node_transitions_total", &s->v[i], 64);
+        CPY(t, "\",from=\"");
+        cpy(t, states[f].name, states[f].len);
+        CPY(t, "\",to=\"");
+        cpy(t, states[to].name, states[to].len);
+        CPY(t, "\"} ");
+        uint_(t, s->v[i].tr[f][to]);
+        CPY(t, "\n");
       }
   family(t, om, "arbor_node_restarts_total", "counter",
          "Restarts of the node (starts after its first)");
   for (size_t i = 0; i < s->n; i++) {
-    start(t, "arbor_node_restarts_total", &s->v[i]);
-    PUT(t, "} ");
-    put_uint(t, s->v[i].restarts);
-    PUT(t, "\n");
+    START(t, "arbor_node_restarts_total", &s->v[i], 32);
+    CPY(t, "\"} ");
+    uint_(t, s->v[i].restarts);
+    CPY(t, "\n");
   }
   family(t, om, "arbor_node_last_exit_timestamp_seconds", "gauge",
          "When the node's latest incarnation ended (Unix time; only nodes "
          "that exited)");
   for (size_t i = 0; i < s->n; i++) {
     if (s->v[i].last_exit < 0) continue;
-    add(t, "arbor_node_last_exit_timestamp_seconds{dn=\"%s\"} %.3f\n",
-        s->v[i].dn, wall0 + s->v[i].last_exit);
+    START(t, "arbor_node_last_exit_timestamp_seconds", &s->v[i], 32);
+    CPY(t, "\"} ");
+    millis(t, wall0 + s->v[i].last_exit);
+    CPY(t, "\n");
+  }
+  if (s->ng) {
+    double tck = (double)sysconf(_SC_CLK_TCK);
+    unsigned long long page = (unsigned long long)sysconf(_SC_PAGESIZE);
+    family(t, om, "arbor_node_process_cpu_seconds_total", "counter",
+           "CPU time (user and system) of the node's processes: every live "
+           "member of their process groups, read from /proc at scrape time");
+    for (size_t i = 0; i < s->n; i++) {
+      if (!s->v[i].procs) continue;
+      START(t, "arbor_node_process_cpu_seconds_total", &s->v[i], 8);
+      CPY(t, "\"} ");
+      value(t, (double)s->v[i].ticks / tck);
+    }
+    family(t, om, "arbor_node_process_resident_memory_bytes", "gauge",
+           "Resident memory of the node's processes (summed over the "
+           "members of their process groups), read from /proc at scrape "
+           "time");
+    for (size_t i = 0; i < s->n; i++) {
+      if (!s->v[i].procs) continue;
+      START(t, "arbor_node_process_resident_memory_bytes", &s->v[i], 32);
+      CPY(t, "\"} ");
+      uint_(t, s->v[i].pages * page);
+      CPY(t, "\n");
+    }
   }
   family(t, om, "arbor_node_up_since_timestamp_seconds", "gauge",
          "When the node became HEALTHY (Unix time; only HEALTHY nodes)");
   for (size_t i = 0; i < s->n; i++) {
     if (s->v[i].up_since < 0) continue;
-    add(t, "arbor_node_up_since_timestamp_seconds{dn=\"%s\"} %.3f\n",
-        s->v[i].dn, wall0 + s->v[i].up_since);
+    START(t, "arbor_node_up_since_timestamp_seconds", &s->v[i], 32);
+    CPY(t, "\"} ");
+    millis(t, wall0 + s->v[i].up_since);
+    CPY(t, "\n");
   }
 }
 
@@ -345,26 +527,49 @@ static void engine_series(text *t, lua_State *L, arbor_engine *e, int om,
 /* Bytes a node's series take, about: the text is allocated once. */
 #define NODE_BYTES 480
 
-/* e:metrics_text([openmetrics [, max_series [, tail]]]) -> the exposition,
-   tail (users' own metrics, lua/arbor/metrics.lua) at its end */
+/* e:metrics_text([openmetrics [, max_series [, tail [, chunked]]]]) -> the
+   exposition, tail (users' own metrics, lua/arbor/metrics.lua) at its end;
+   chunked: a table of strings (the exposition in pieces) and its length. */
 static int l_metrics_text(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);
   int om = lua_toboolean(L, 2);
   lua_Integer max = luaL_optinteger(L, 3, 10000);
   size_t tail_len = 0;
   const char *tail = luaL_optlstring(L, 4, "", &tail_len);
+  int chunked = lua_toboolean(L, 5);
   if (max < 1) return luaL_error(L, "metrics: max_series must be >= 1");
   series s = {0};
   collect(e, (size_t)max, &s);
-  size_t cap = s.n * NODE_BYTES + tail_len + 8192;
-  text t = {arbor_xalloc(cap), 0, cap};
+  read_usage(&s);
+  text t = {0};
+  if (chunked) {
+    lua_newtable(L);
+    t.L = L, t.tbl = lua_gettop(L);
+    text_alloc(&t, CHUNK);
+  } else {
+    text_alloc(&t, s.n * NODE_BYTES + tail_len + 8192);
+  }
   node_series(&t, e, om, &s);
   engine_series(&t, L, e, om, &s);
-  put(&t, tail, tail_len);
   for (size_t i = 0; i < s.n; i++) free(s.v[i].dn);
   free(s.v);
+  free(s.g);
+  if (chunked) {
+    if (t.len) {
+      lua_pushlstring(L, t.s, t.len);
+      lua_rawseti(L, t.tbl, ++t.nchunks);
+    }
+    text_free(&t);
+    if (tail_len) {
+      lua_pushvalue(L, 4);
+      lua_rawseti(L, -2, ++t.nchunks);
+    }
+    lua_pushinteger(L, (lua_Integer)(t.total + t.len + tail_len));
+    return 2;
+  }
+  put(&t, tail, tail_len);
   lua_pushlstring(L, t.s, t.len);
-  free(t.s);
+  text_free(&t);
   return 1;
 }
 

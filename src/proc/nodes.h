@@ -13,4 +13,18 @@ size_t arbor_proc_of_node(const pnode *pn, arbor_proc **out, size_t max);
 /* 1 while p's main process runs (it was not reaped yet). */
 int arbor_proc_running(const arbor_proc *p);
 
+/* What the live members of one process group use, as /proc has it now. */
+typedef struct arbor_group_usage {
+  unsigned long long ticks; /* utime + stime, in clock ticks */
+  unsigned long long pages; /* resident pages */
+  unsigned members;         /* processes counted (zombies are not) */
+} arbor_group_usage;
+
+/* Reads /proc/PID/stat of every process once and adds each one that is not
+   a zombie to out[i] when its process group is pgid[i]; pgid is sorted
+   ascending, without duplicates, and out is zeroed by the caller. Returns
+   0, or -1 when /proc cannot be read. For metrics at scrape time: nothing
+   is kept. */
+int arbor_proc_groups_usage(const int *pgid, size_t n, arbor_group_usage *out);
+
 #endif

@@ -312,4 +312,13 @@ op("explain", function(S, cid, rid, req)
   S.finish(cid, rid, {text = sentence})
 end)
 
+-- metrics: the exposition /metrics serves (docs/observability.md); json:
+-- the families of arbor.metrics().
+op("metrics", function(S, cid, rid, req)
+  local metrics = require "arbor.metrics"
+  local opts = {openmetrics = req.openmetrics == true}
+  if req.json then return S.finish(cid, rid, {data = metrics.table(S.e, opts)}) end
+  S.finish(cid, rid, {text = metrics.text(S.e, opts)})
+end)
+
 return M

@@ -354,11 +354,16 @@ function M.serve(e, path, opts)
   local err, code
   srv, err, code = core.control_listen(e, path, handler)
   if not srv then return nil, err, code end
+  -- the gauge arbor_control_clients (docs/observability.md)
+  require("arbor.metrics").configure(e, {control_clients = function()
+    return srv:info().clients
+  end})
 
   function server.close()
     if server.closed then return end
     server.closed = true
     if sub_id then e:unsubscribe(sub_id) sub_id = nil end
+    require("arbor.metrics").configure(e, {control_clients = false})
     srv:close()
   end
   return server
