@@ -102,7 +102,8 @@ typedef struct view {
 /* Shared by every view (one at a time runs; it is refilled by each). */
 static ptab procs_table;
 
-static int add_proc(int pid, int pgrp, void *ud) {
+static int add_proc(int pid, int pgrp, const char *stat, void *ud) {
+  (void)stat;
   ptab *t = ud;
   if (t->n == t->cap) {
     size_t cap = t->cap ? t->cap * 2 : 256;

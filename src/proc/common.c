@@ -101,13 +101,14 @@ void arbor__proc_log_everywhere(arbor_str *line) {
   if (n == 0) fprintf(stderr, "arbor: %s\n", line->s);
 }
 
-int arbor_proc_scan(int (*fn)(int pid, int pgrp, void *ud), void *ud) {
+int arbor_proc_scan(int (*fn)(int pid, int pgrp, const char *stat, void *ud),
+                    void *ud) {
   DIR *d = opendir("/proc");
   if (!d) return -1;
   struct dirent *de;
   while ((de = readdir(d))) {
     if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
-    char path[300], buf[512];
+    char path[300], buf[1024];
     snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
@@ -121,7 +122,7 @@ int arbor_proc_scan(int (*fn)(int pid, int pgrp, void *ud), void *ud) {
     if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 ||
         state == 'Z')
       continue;
-    if (fn(atoi(de->d_name), pgrp, ud)) break;
+    if (fn(atoi(de->d_name), pgrp, rp + 1, ud)) break;
   }
   closedir(d);
   return 0;

@@ -3,7 +3,6 @@
  */
 #include "proc/nodes.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,57 +36,43 @@ static long find(const int *a, size_t n, int v) {
   return lo < n && a[lo] == v ? (long)lo : -1;
 }
 
+typedef struct usage_scan {
+  const int *pgid; /* sorted */
+  size_t n;
+  arbor_group_usage *out;
+} usage_scan;
+
+/* fn of arbor_proc_scan: adds a member of one of the groups asked. */
+static int add_usage(int pid, int pgrp, const char *stat, void *ud) {
+  usage_scan *u = ud;
+  long i = find(u->pgid, u->n, pgrp);
+  if (i < 0) return 0;
+  /* state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt
+     cmajflt utime stime (fields 3 to 15 of proc(5)) */
+  unsigned long long utime, stime;
+  if (sscanf(stat, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+             &utime, &stime) != 2)
+    return 0;
+  u->out[i].ticks += utime + stime;
+  u->out[i].members++;
+  /* resident pages: statm's second field (stat's rss is only an estimate
+     on recent kernels, the per-CPU counters not summed) */
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/statm", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t len = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  unsigned long long size, resident;
+  if (len <= 0) return 0;
+  buf[len] = '\0';
+  if (sscanf(buf, "%llu %llu", &size, &resident) == 2)
+    u->out[i].pages += resident;
+  return 0;
+}
+
 int arbor_proc_groups_usage(const int *pgid, size_t n, arbor_group_usage *out) {
   if (n == 0) return 0;
-  DIR *d = opendir("/proc");
-  if (!d) return -1;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
-    char path[300], buf[1024];
-    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (len <= 0) continue;
-    buf[len] = '\0';
-    /* after the command's ")": state ppid pgrp ... (fields 3 to 5), utime
-       and stime (14, 15) */
-    char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ' || p[2] == 'Z') continue;
-    p += 2;
-    char *end;
-    unsigned long long f[13];
-    int k = 0;
-    for (; k < 13 && *p; k++) {
-      while (*p == ' ') p++;
-      if (k == 0) { /* the state, one letter */
-        f[k] = 0;
-        p++;
-        continue;
-      }
-      f[k] = (unsigned long long)strtoll(p, &end, 10);
-      if (end == p) break;
-      p = end;
-    }
-    if (k < 13) continue;
-    long i = find(pgid, n, (int)f[2]);
-    if (i < 0) continue;
-    out[i].ticks += f[11] + f[12];
-    out[i].members++;
-    /* resident pages: statm's second field (stat's rss is only an
-       estimate on recent kernels, the per-CPU counters not summed) */
-    snprintf(path, sizeof path, "/proc/%s/statm", de->d_name);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    len = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    unsigned long long size, resident;
-    if (len <= 0) continue;
-    buf[len] = '\0';
-    if (sscanf(buf, "%llu %llu", &size, &resident) == 2) out[i].pages += resident;
-  }
-  closedir(d);
-  return 0;
+  usage_scan u = {pgid, n, out};
+  return arbor_proc_scan(add_usage, &u);
 }

@@ -37,8 +37,8 @@ static double now_s(void) { return (double)uv_hrtime() / 1e9; }
    zombies, which may wait long for a parent that does not reap them: a
    group with members is checked in /proc for one that is not a zombie. */
 /* fn of arbor_proc_scan: q[0] is the group; at a member, q[1] = 1, stop. */
-static int in_group(int pid, int pgrp, void *ud) {
-  (void)pid;
+static int in_group(int pid, int pgrp, const char *stat, void *ud) {
+  (void)pid, (void)stat;
   int *q = ud;
   if (pgrp != q[0]) return 0;
   q[1] = 1;

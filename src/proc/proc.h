@@ -82,9 +82,12 @@ int arbor_proc_status(const arbor_proc *p, int64_t *status);
 
 /* ---- common.c --------------------------------------------------------- */
 
-/* Calls fn(pid, pgrp, ud) for every process in /proc that is not a zombie,
-   until fn returns nonzero. Returns -1 when /proc cannot be read, else 0. */
-int arbor_proc_scan(int (*fn)(int pid, int pgrp, void *ud), void *ud);
+/* Calls fn(pid, pgrp, stat, ud) for every process in /proc that is not a
+   zombie, until fn returns nonzero; stat is its /proc/PID/stat after the
+   command's ")": " S ppid pgrp session ...". Returns -1 when /proc cannot
+   be read, else 0. */
+int arbor_proc_scan(int (*fn)(int pid, int pgrp, const char *stat, void *ud),
+                    void *ud);
 
 /* ---- outlet.c --------------------------------------------------------- */
 
