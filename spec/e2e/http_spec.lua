@@ -6,7 +6,7 @@ local support = require "e2e.support"
 local bin, q, sh, read, eventually = support.bin, support.q, support.sh, support.read, support.eventually
 
 local function curl(e, path, extra)
-  local code, out = sh("curl -s -i --max-time 10 " .. (extra or "") .. " http://127.0.0.1:" .. e.port .. path)
+  local code, out = sh(support.plain .. "curl -s -i --max-time 10 " .. (extra or "") .. " http://127.0.0.1:" .. e.port .. path)
   local status = tonumber(out:match("^HTTP/1%.1 (%d+)"))
   return status, out:match("\r\n\r\n(.*)$") or "", code, out
 end
@@ -43,7 +43,7 @@ describe("arbor run --http, a wide tree", function()
     finally(function() stop(e) end)
     local body
     assert.is_true(eventually(function()
-      local _, out = sh("curl -s --max-time 10 -D - -o " .. q(e.dir .. "/scrape")
+      local _, out = sh(support.plain .. "curl -s --max-time 10 -D - -o " .. q(e.dir .. "/scrape")
         .. " http://127.0.0.1:" .. e.port .. "/metrics")
       body = read(e.dir .. "/scrape") or ""
       local len = tonumber(out:match("Content%-Length: (%d+)"))
