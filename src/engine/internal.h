@@ -89,8 +89,17 @@ int arbor__decide(arbor_engine *e, pnode *pn, double *delay);
 /* 1 when pn's policy is arbor.policy.never: OTP's temporary child. */
 int arbor__decide_temporary(arbor_engine *e, const pnode *pn);
 
-/* metrics.c: counts a state change of pn (emit.c), a loop turn (loop.c). */
-void arbor__metrics_transition(pnode *pn, arbor_state from, arbor_state to);
+/* metrics.c: counts a state change of pn (emit.c), a loop turn (loop.c).
+   The count is inline (it runs twice per restart); the block is made at a
+   node's first change that is not its first HEALTHY. */
+void arbor__metrics_first(pnode *pn, arbor_state from, arbor_state to);
+static inline void arbor__metrics_transition(pnode *pn, arbor_state from,
+                                             arbor_state to) {
+  if (pn->counts)
+    pn->counts->tr[from][to]++;
+  else if (from != ARBOR_NEW || to != ARBOR_HEALTHY)
+    arbor__metrics_first(pn, from, to);
+}
 void arbor__metrics_turn(arbor_engine *e, uint64_t ns);
 
 /* call.c */

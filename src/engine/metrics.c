@@ -12,13 +12,10 @@
 
 #include <stdlib.h>
 
-void arbor__metrics_transition(pnode *pn, arbor_state from, arbor_state to) {
-  if (!pn->counts) {
-    if (from == ARBOR_NEW && (to == ARBOR_NEW || to == ARBOR_HEALTHY)) return;
-    pn->counts = calloc(1, sizeof *pn->counts);
-    if (!pn->counts) return; /* out of memory: this node's counts stay 0 */
-    if (pn->healthy_at >= 0) pn->counts->tr[ARBOR_NEW][ARBOR_HEALTHY] = 1;
-  }
+void arbor__metrics_first(pnode *pn, arbor_state from, arbor_state to) {
+  pn->counts = calloc(1, sizeof *pn->counts);
+  if (!pn->counts) return; /* out of memory: this node's counts stay 0 */
+  if (pn->healthy_at >= 0) pn->counts->tr[ARBOR_NEW][ARBOR_HEALTHY] = 1;
   pn->counts->tr[from][to]++;
 }
 
