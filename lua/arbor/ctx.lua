@@ -89,13 +89,17 @@ function Logger.logger(lg, name)
   if type(name) ~= "string" then
     error(lg.dn .. ": logger(name): name must be a string, got " .. type(name), 2)
   end
-  return logger(lg.ctx, lg.name .. "." .. name, lg.dn)
+  local inner = logger(lg.ctx, lg.name .. "." .. name, lg.dn)
+  return inner
 end
 
 --- ctx:logger(name) -> a sub-logger whose lines go to <dn>.<name>, with
 -- the methods log, debug, info, warn, error and logger. name is reserved
 -- against a child of the node of that name, for the node's life.
-function methods.logger(ctx, name) return logger(ctx, name, ctx.dn) end
+function methods.logger(ctx, name)
+  local lg = logger(ctx, name, ctx.dn) -- not a tail call: errors at level 3
+  return lg
+end
 
 --- ctx:exec(argv [, opts]) -> proc | nil, "ENAME: message", "ENAME": a
 -- program in its own process group (arbor.exec, docs/processes.md).

@@ -130,15 +130,16 @@ function M.serve(e, path, opts)
 
   local server = {path = path}
 
-  --- Called by arbor.run's log sink: streams the line to `logs -f` clients.
-  function server.on_log(dn, line, time)
+  --- Called by arbor.run's log sink: streams the line to `logs -f` clients
+  -- following its DN or a DN above it.
+  function server.on_log(dn, line, time, level, wall)
     if nfollowers == 0 or server.closed then return end
     for _, f in pairs(followers) do
-      if f.what == "logs" and (dn == f.dn) then
+      if f.what == "logs" and (dn == f.dn or dn:sub(1, #f.dn + 1) == f.dn .. ".") then
         if f.json then
-          send(f.cid, f.rid, {log = {dn = dn, line = line, time = time}})
+          send(f.cid, f.rid, {log = {dn = dn, line = line, time = time, level = level, wall = wall}})
         else
-          send(f.cid, f.rid, {out = render.log(dn, line, time) .. "\n"})
+          send(f.cid, f.rid, {out = render.log(dn, line, time, level, wall) .. "\n"})
         end
       end
     end
