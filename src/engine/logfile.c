@@ -158,6 +158,12 @@ static void write_item(const arbor_logfiles *lf, item *it) {
     }
     size_t done;
     it->err = write_all(fd, p, chunk, &done);
+    if (it->err && done > 0) { /* a line cut short goes: the file keeps
+                                  whole lines (a marker follows them) */
+      const char *nl = memrchr(p, '\n', done);
+      size_t whole = nl ? (size_t)(nl - p) + 1 : 0;
+      if (ftruncate(fd, (off_t)(size + whole)) == 0) done = whole;
+    }
     off += done;
     size += done;
     it->written = off;
@@ -404,7 +410,7 @@ static void collect(arbor_logfiles *lf) {
       uint64_t lost = lost_lines(it);
       lf->failed_lines += lost;
       e->log_lines_dropped += lost;
-      lf->pending -= it->len - it->written;
+      lf->pending -= it->len;
       if (!f->released) prepend_marker(f, lost, wall);
       if (!failed && !lf->failing) {
         snprintf(msg, sizeof msg,
