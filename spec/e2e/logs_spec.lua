@@ -3,6 +3,8 @@
 -- and `arbor ctl logs` of a subtree, -f and --since. Each test runs the real
 -- arbor binary on a script written into a fresh temporary directory.
 local cjson = require "cjson"
+local core = require "arbor.core"
+local json = require "arbor.json"
 local support = require "e2e.support"
 local bin, q, sh, mktemp, read = support.bin, support.q, support.sh, support.mktemp, support.read
 local eventually = support.eventually
@@ -285,6 +287,42 @@ end]], "--quiet --control " .. q(sock))
     assert.is_nil(out:find("root first", 1, true))
     assert.equal(2, (ctl("logs root --since soon")))
     ctl("shutdown")
+    assert.equal(0, finished(a))
+  end)
+
+  it("drops lines for a follower that does not keep up, with a count and a marker", function()
+    local dir = mktemp()
+    local sock = dir .. "/ctl.sock"
+    local a = start(dir, [[
+return function(ctx)
+  ctx:run("flood", function(c)
+    local i = 0
+    while true do
+      i = i + 1
+      c:log(string.format("line %d %s", i, string.rep("z", 500)))
+      if i % 200 == 0 then c:sleep(0.001) end
+    end
+  end)
+  ctx:signal("healthy")
+  ctx:wait()
+end]], "--quiet --control " .. q(sock))
+    assert.is_true(eventually(function() return core.connect(sock) end))
+    local c = assert(core.connect(sock))
+    assert(c:send(json.encode({op = "logs", dn = "root", follow = true, n = 0, id = 1})))
+    os.execute("sleep 3") -- not reading: megabytes pile up unsent
+    local marker
+    for _ = 1, 200000 do
+      local frame = c:recv(5000)
+      if not frame then break end
+      local out = json.decode(frame).out or ""
+      marker = out:match("%.%.%. (%d+) lines dropped %(this follower did not keep up%)")
+      if marker then break end
+    end
+    c:close()
+    assert.is_truthy(marker, "no marker line")
+    assert.is_true(tonumber(marker) > 0)
+    assert.equal(0, (sh(bin .. " ctl " .. q(sock) .. " status")))
+    sh(bin .. " ctl " .. q(sock) .. " shutdown")
     assert.equal(0, finished(a))
   end)
 end)
