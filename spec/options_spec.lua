@@ -38,7 +38,7 @@ describe("unknown options", function()
     assert.equal(where, err:sub(1, #where))
     assert.equal(where .. "root: ctx:run: unknown options 'grce', 'polcy' (did you mean "
       .. "'policy'?); known: policy, shutdown, min_uptime, ready_timeout, watchdog, "
-      .. "strategy, ordered, significant, auto_shutdown, stop, lifecycle, sidecar", err)
+      .. "strategy, ordered, significant, auto_shutdown, stop, lifecycle, sidecar, log_lines", err)
   end)
 
   it("one unknown option reads in the singular, with its suggestion", function()
@@ -71,7 +71,7 @@ describe("unknown options", function()
     assert.equal(where .. "root: ctx:group: unknown options 'orderd' (did you mean 'ordered'?), "
       .. "'stratgy' (did you mean 'strategy'?); known: policy, shutdown, min_uptime, "
       .. "ready_timeout, watchdog, strategy, ordered, significant, auto_shutdown, "
-      .. "stop, lifecycle, sidecar", err)
+      .. "stop, lifecycle, sidecar, log_lines", err)
     assert.is_false(made)
   end)
 

@@ -3,7 +3,8 @@
 -- script runs, and the exit status once it ran.
 local M = {}
 
---- Under `arbor run`: {quiet, control, script, default, http}; under
+--- Under `arbor run`: {quiet, control, script, default, http, log_dir,
+-- log_max_bytes, log_keep, log_format}; under
 -- `arbor check` also check = true; nil elsewhere.
 M.options = nil
 
@@ -12,7 +13,9 @@ local first_failure -- the error of the root's first start, before HEALTHY
 local checked -- what arbor.run found under `arbor check`: {errors = n}
 
 --- setup(quiet, control, script, extra): called by the binary before the
--- script; extra: {http = "ADDR:PORT", check = true under `arbor check`}.
+-- script; extra: {http = "ADDR:PORT", log_dir, log_max_bytes, log_keep
+-- (integers), log_format ("text" or "json"), check = true under
+-- `arbor check`}.
 -- control: the socket path, false for none, nil for the default: then
 -- $ARBOR_CONTROL (a path, or "none"), else the default path, which may fail
 -- with a warning unless another arbor is serving it.
@@ -33,8 +36,10 @@ function M.setup(quiet, control, script, extra)
       default = true
     end
   end
+  extra = extra or {}
   M.options = {quiet = quiet, control = control, script = script, default = default,
-    http = extra and extra.http}
+    http = extra.http, log_dir = extra.log_dir, log_format = extra.log_format,
+    log_max_bytes = extra.log_max_bytes, log_keep = extra.log_keep}
 end
 
 --- What `arbor run` printed on stderr: once a write failed (EPIPE: the

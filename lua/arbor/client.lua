@@ -163,6 +163,14 @@ end
 
 -- ---- arbor ctl --------------------------------------------------------------
 
+--- duration(text) -> seconds | nil: "30s", "5m", "2h", "1d", "1.5h" or a
+-- number of seconds (`arbor ctl logs --since`).
+function M.duration(text)
+  local num, unit = tostring(text or ""):match("^(%d+%.?%d*)([smhd]?)$")
+  if not num then return nil end
+  return tonumber(num) * ({[""] = 1, s = 1, m = 60, h = 3600, d = 86400})[unit]
+end
+
 -- The commands: name, arguments, what it does; and how many positional
 -- arguments it takes (-1: zero or one).
 local command_list = {
@@ -178,7 +186,9 @@ local command_list = {
   {"stop", "DN", "stop a node and hold it down until started", 1},
   {"signal", "DN SIG", "send SIG (HUP, SIGUSR1, 10...) to the process group of\n"
     .. "                         each of DN's processes", 2},
-  {"logs", "DN [-n N] [-f]", "a node's last N log lines (-f: follow)", 1},
+  {"logs", "DN [-n N] [-f] [--since D]", "the last N log lines of DN and every node under it,\n"
+    .. "                         by time (-f: then follow, across restarts;\n"
+    .. "                         --since 5m: only the last 5 minutes' (s, m, h, d))", 1},
   {"events", "[-n N] [-f]", "the last N events (-f: follow)", 0},
   {"metrics", "[--openmetrics]", "the metrics /metrics serves (Prometheus text format)", 0},
   {"eval", "CODE [--budget N]", "evaluate Lua in the engine; prints the values", 1},
@@ -234,6 +244,13 @@ function M.ctl(args)
     elseif a == "-h" or a == "--help" then flags.help = true
     elseif a == "--ready" then flags.ready = true
     elseif a == "--openmetrics" then flags.openmetrics = true
+    elseif a == "--since" then
+      flags.since = M.duration(args[i + 1])
+      if not flags.since then
+        errf("arbor ctl: --since needs a duration (30s, 5m, 2h, 1d or seconds)")
+        return 2
+      end
+      i = i + 1
     elseif a:sub(1, 1) == "-" and #a > 1 and not (pos[1] == "eval" or pos[2] == "eval") then
       errf("arbor ctl: unknown option '%s'\n%s", a, ctl_usage)
       return 2
@@ -266,6 +283,10 @@ function M.ctl(args)
     errf("arbor ctl %s: --openmetrics is an option of metrics\n%s", cmd, command_usage(cmd))
     return 2
   end
+  if flags.since and cmd ~= "logs" then
+    errf("arbor ctl %s: --since is an option of logs\n%s", cmd, command_usage(cmd))
+    return 2
+  end
   if (want >= 0 and #pos ~= want) or (want < 0 and #pos > 1) then
     errf("arbor ctl %s: wrong number of arguments\n%s", cmd, ctl_usage)
     return 2
@@ -273,7 +294,7 @@ function M.ctl(args)
   local conn = open_socket("arbor ctl", sock)
   if not conn then return 3 end
   local req = {op = cmd, json = flags.json or flags.ready, follow = flags.follow, n = flags.n,
-    ready = flags.ready, openmetrics = flags.openmetrics}
+    ready = flags.ready, openmetrics = flags.openmetrics, since = flags.since}
   if cmd == "eval" then
     req.code, req.budget = pos[1], flags.budget
   elseif pos[1] then

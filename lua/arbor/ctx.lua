@@ -45,6 +45,62 @@ function methods.await(ctx, start)
   return park(ctx)
 end
 
+-- ---- sub-loggers ----------------------------------------------------------
+
+local log_sub, log_write = core.log_sub, core.log_write
+local LEVELS = {debug = 0, info = 1, warn = 2, error = 3}
+
+local Logger = {}
+Logger.__index = Logger
+Logger.__name = "arbor.Logger"
+function Logger.__tostring(lg) return "arbor.Logger(" .. lg.dn .. ")" end
+
+for name, level in pairs(LEVELS) do
+  Logger[name] = function(lg, ...) return log_write(lg.ctx, lg.sub, level, ...) end
+end
+
+--- logger:log(...) at level info, or logger:log{level = ..., text}.
+function Logger.log(lg, ...)
+  if select("#", ...) == 1 and type(...) == "table" then
+    local t = ...
+    local level = t.level == nil and 1 or LEVELS[t.level]
+    if not level then
+      error(lg.dn .. ": log{level = ...}: want \"debug\", \"info\", \"warn\" or "
+        .. "\"error\", got " .. tostring(t.level), 2)
+    end
+    return log_write(lg.ctx, lg.sub, level, t.text == nil and t[1] or t.text)
+  end
+  return log_write(lg.ctx, lg.sub, 1, ...)
+end
+
+local function logger(ctx, name, dn)
+  if type(name) ~= "string" then
+    error(dn .. ": ctx:logger(name): name must be a string, got " .. type(name), 3)
+  end
+  local ok, sub = pcall(log_sub, ctx, name)
+  if not ok then -- said at the user's line, not this file's
+    error((tostring(sub):gsub("^[^\n]-ctx%.lua:%d+: ", "")), 3)
+  end
+  return setmetatable({ctx = ctx, sub = sub, name = name, dn = ctx.dn .. "." .. name}, Logger)
+end
+
+--- logger:logger(name): a sub-logger of the sub-logger (<dn>.<a>.<b>).
+function Logger.logger(lg, name)
+  if type(name) ~= "string" then
+    error(lg.dn .. ": logger(name): name must be a string, got " .. type(name), 2)
+  end
+  local inner = logger(lg.ctx, lg.name .. "." .. name, lg.dn)
+  return inner
+end
+
+--- ctx:logger(name) -> a sub-logger whose lines go to <dn>.<name>, with
+-- the methods log, debug, info, warn, error and logger. name is reserved
+-- against a child of the node of that name, for the node's life.
+function methods.logger(ctx, name)
+  local lg = logger(ctx, name, ctx.dn) -- not a tail call: errors at level 3
+  return lg
+end
+
 --- ctx:exec(argv [, opts]) -> proc | nil, "ENAME: message", "ENAME": a
 -- program in its own process group (arbor.exec, docs/processes.md).
 methods.exec = require("arbor.exec").exec

@@ -21,7 +21,7 @@ local ready_modes = {spawn = 0, notify = 1, systemd = 2}
 
 local exec_options = {cwd = true, env = true, env_replace = true, uid = true,
   gid = true, umask = true, stdin = true, stop_signal = true, grace = true,
-  ready = true, line_max = true, rlimits = true}
+  ready = true, line_max = true, rlimits = true, parse = true}
 
 -- arbor.exec's own, besides ctx:exec's
 local runnable_only = {oneshot = true, watchdog = true, liveness = true,
@@ -230,6 +230,12 @@ local function check_exec(opts, problems)
       core.cut(opts.ready), near and string.format(" (did you mean \"%s\"?)", near) or "")
   end
   spec.ready = ready_modes[opts.ready or "spawn"]
+  -- how output lines get their levels (docs/processes.md): the node's
+  if opts.parse ~= nil and opts.parse ~= "klog" and type(opts.parse) ~= "function" then
+    bad(problems, "option 'parse' must be \"klog\" or a function(line) -> level, text, got %s",
+      core.cut(opts.parse))
+  end
+  spec.parse = opts.parse
   spec.line_max = opts.line_max or 4096
   if math.type(spec.line_max) ~= "integer" or spec.line_max < 16 then
     bad(problems, "option 'line_max' must be an integer >= 16, got %s", core.cut(opts.line_max))
@@ -332,6 +338,7 @@ local function launch(ctx, argv, spec)
     for i = 1, #argv do shim_argv[#shim_argv + 1] = argv[i] end
     file, argv = shim, shim_argv
   end
+  core.log_parse(ctx, spec.parse)
   local proc, serr, scode = core.spawn(ctx, file, argv, env, spec.cwd, spec.uid,
     spec.gid, spec.umask, spec.stdin == "inherit", spec.ready, spec.stop_signal,
     spec.grace, spec.line_max, spec.watchdog)

@@ -67,7 +67,40 @@ end
 local run_options = {policy = true, default_policy = true, shutdown = true,
   seed = true, ring = true, ring_bytes = true, outbox = true, signals = true,
   log = true, on_event = true, quiet = true, runaway = true, control = true,
-  auto_shutdown = true, stop = true, http = true, max_series = true}
+  auto_shutdown = true, stop = true, http = true, max_series = true,
+  log_dir = true, log_max_bytes = true, log_keep = true, log_format = true,
+  log_flush = true}
+
+-- The log options of arbor.run (or `arbor run`'s command line): checked,
+-- with their defaults (docs/observability.md, "Logs").
+local function log_options(opts, cli)
+  local o = {}
+  for _, k in ipairs{"log_dir", "log_max_bytes", "log_keep", "log_format", "log_flush"} do
+    o[k] = opts[k]
+    if o[k] == nil and cli then o[k] = cli[k] end
+  end
+  if o.log_dir ~= nil and o.log_dir ~= false and (type(o.log_dir) ~= "string" or o.log_dir == "") then
+    error("arbor.run: option 'log_dir' must be a directory path or false, got " .. tostring(o.log_dir), 3)
+  end
+  local function count(k, min, default)
+    local v = o[k]
+    if v == nil then o[k] = default return end
+    if math.type(v) ~= "integer" or v < min then
+      error(string.format("arbor.run: option '%s' must be an integer >= %d, got %s", k, min, tostring(v)), 4)
+    end
+  end
+  count("log_max_bytes", 1024, 10 * 1024 * 1024)
+  count("log_keep", 0, 5)
+  if o.log_flush == nil then o.log_flush = 1 end
+  if type(o.log_flush) ~= "number" or not (o.log_flush > 0 and o.log_flush <= 3600) then
+    error("arbor.run: option 'log_flush' must be seconds in (0, 3600], got " .. tostring(o.log_flush), 3)
+  end
+  o.log_format = o.log_format or "text"
+  if o.log_format ~= "text" and o.log_format ~= "json" then
+    error("arbor.run: option 'log_format' must be \"text\" or \"json\", got " .. tostring(o.log_format), 3)
+  end
+  return o
+end
 
 --- arbor.run(root [, opts]): runs a tree whose root runs `root` until the
 -- tree is stopped (arbor.stop(), SIGINT, SIGTERM) or the root's policy gives
@@ -77,10 +110,14 @@ local run_options = {policy = true, default_policy = true, shutdown = true,
 -- size), ring_bytes (bytes of
 -- reasons the ring may hold), outbox (events one step may emit before
 -- subscribers miss some, T14), signals (default true), log (function(dn,
--- line, time)), on_event (function(ev)), quiet, runaway (seconds a runnable
+-- line, time, level, wall)), on_event (function(ev)), quiet, runaway (seconds a runnable
 -- may run without yielding, default 10), control (the control socket's
 -- path, false for none; under `arbor run` the default is
--- docs/control-protocol.md's, elsewhere none).
+-- docs/control-protocol.md's, elsewhere none), log_dir (write each DN's
+-- lines to <log_dir>/<dn>.log), log_max_bytes (rotate past this size,
+-- default 10 MiB), log_keep (rotated files kept, default 5), log_flush
+-- (seconds between writes, default 1), log_format ("text" or "json": how
+-- logs and events are printed on stderr); docs/observability.md, "Logs".
 function M.run(root, opts)
   if type(root) ~= "function" then
     error("arbor.run(root): the root runnable must be a function, got "
@@ -115,6 +152,7 @@ function M.run(root, opts)
   if opts.max_series ~= nil and (math.type(opts.max_series) ~= "integer" or opts.max_series < 1) then
     error("arbor.run: option 'max_series' must be an integer >= 1, got " .. tostring(opts.max_series), 2)
   end
+  local logopts = log_options(opts, arbor_cli.options)
   if arbor_cli.options and arbor_cli.options.check then -- `arbor check`
     return arbor_cli.check(root, opts)
   end
@@ -127,9 +165,22 @@ function M.run(root, opts)
   local cli = arbor_cli.options -- under `arbor run`
   local quiet = opts.quiet or (cli and cli.quiet) or not cli
   local show = term.filter(2)
-  local sink = opts.log or (not quiet and function(dn, line, time)
-    arbor_cli.print_line(show(render.log(dn, line, time)))
-  end) or nil
+  local wall0 = core.wall0(e)
+  local as_json = logopts.log_format == "json"
+  local sink = opts.log or (not quiet and (as_json and function(dn, line, _, level, wall)
+    arbor_cli.print_line(render.json_log(dn, line, level, wall))
+  end or function(dn, line, time, level, wall)
+    arbor_cli.print_line(show(render.log(dn, line, time, level, wall)))
+  end)) or nil
+  if logopts.log_dir then
+    local ok, err = core.log_files(e, {dir = logopts.log_dir, max_bytes = logopts.log_max_bytes,
+      keep = logopts.log_keep, interval = logopts.log_flush})
+    if not ok then
+      e:close()
+      if cli then error(setmetatable({}, {__tostring = function() return "arbor: --log-dir: " .. err end})) end
+      error("arbor.run: option 'log_dir': " .. err, 2)
+    end
+  end
   local control_path = opts.control
   if control_path == nil and cli then control_path = cli.control end
   local server
@@ -153,9 +204,9 @@ function M.run(root, opts)
   end
   if server then
     local base = sink
-    sink = function(dn, line, time)
-      if base then base(dn, line, time) end
-      server.on_log(dn, line, time)
+    sink = function(dn, line, time, level, wall)
+      if base then base(dn, line, time, level, wall) end
+      server.on_log(dn, line, time, level, wall)
     end
   end
   local web
@@ -177,7 +228,8 @@ function M.run(root, opts)
   end
   if sink then e:set_log(sink) end
   if not quiet then
-    e:subscribe(function(ev) arbor_cli.print_line(show(render.event(ev))) end)
+    e:subscribe(as_json and function(ev) arbor_cli.print_line(render.json_event(ev, wall0)) end
+      or function(ev) arbor_cli.print_line(show(render.event(ev, wall0))) end)
   end
   if opts.on_event then e:subscribe(opts.on_event) end
   for _, sub in ipairs(pending) do sub.attach(e) end

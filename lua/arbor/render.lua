@@ -114,10 +114,32 @@ function M.status(rows)
   return table.concat(lines, "\n")
 end
 
-local function clock(t) return string.format("%10.3f", t) end
+--- clock(t) -> text: a time as people read it: a wall-clock time
+-- (seconds since the epoch: "15:04:05.123", local time) or, under the
+-- virtual clock (engine seconds), "    12.345".
+function M.clock(t)
+  if t >= 1e9 then
+    local s = math.floor(t)
+    return os.date("%H:%M:%S", s) .. string.format(".%03d", math.min(999, math.floor((t - s) * 1000)))
+  end
+  return string.format("%10.3f", t)
+end
+local clock = M.clock
 
---- event(ev) -> text: one event (or gap) of the ring or a subscription.
-function M.event(ev)
+--- rfc3339(wall) -> "2006-01-02T15:04:05.000Z": a wall-clock time (UTC,
+-- milliseconds), as log files and --log-format json write it.
+function M.rfc3339(wall)
+  local s = math.floor(wall)
+  return os.date("!%Y-%m-%dT%H:%M:%S", s) .. string.format(".%03dZ", math.min(999, math.floor((wall - s) * 1000)))
+end
+
+--- event(ev [, wall0]) -> text: one event (or gap) of the ring or a
+-- subscription; wall0 (wall-clock seconds at engine time 0): its time is
+-- shown as a wall-clock time.
+function M.event(ev, wall0)
+  if wall0 and wall0 > 0 then
+    ev = setmetatable({time = ev.time + wall0}, {__index = ev})
+  end
   if ev.kind == "gap" then -- T14: the subscriber missed these
     return string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
       clock(ev.time), "(events)", ev.missed, ev.first, ev.last)
@@ -135,9 +157,32 @@ function M.event(ev)
     ev.reason or "")
 end
 
---- log(dn, line, time) -> text: one log line of the node at dn.
-function M.log(dn, line, time)
-  return string.format("%s %-24s | %s", clock(time), dn, line)
+--- log(dn, line, time [, level [, wall]]) -> text: one log line of the
+-- node (or sub-logger) at dn, at its wall-clock time when wall is given;
+-- a level other than info is written before the text ("WARN ...").
+function M.log(dn, line, time, level, wall)
+  local lv = level and level ~= "info" and level:upper() .. " " or ""
+  return string.format("%s %-24s | %s%s", clock(wall or time), dn, lv, line)
+end
+
+--- json_log(dn, line, level, wall) -> the line as one JSON object,
+-- {time, level, dn, msg} (--log-format json: what journald, Docker and
+-- Kubernetes collectors ingest).
+function M.json_log(dn, line, level, wall)
+  local json = require "arbor.json"
+  return json.encode{time = M.rfc3339(wall), level = level or "info", dn = dn, msg = line}
+end
+
+--- json_event(ev, wall0) -> an event as one JSON object: {time, level,
+-- dn, msg} and the event's kind, from, to, reason; level warn for a death
+-- or a gap, info otherwise.
+function M.json_event(ev, wall0)
+  local json = require "arbor.json"
+  local dead = ev.to == "DEAD" or ev.kind == "gap"
+  local text = M.event(ev):gsub("^%s*[%d%.]+ ", "")
+  return json.encode{time = M.rfc3339((wall0 or 0) + ev.time), level = dead and "warn" or "info",
+    dn = ev.dn or "(events)", msg = (text:gsub("^%S+%s+", "", 1)), kind = ev.kind, from = ev.from,
+    to = ev.to, reason = ev.reason}
 end
 
 --- The text of a list: fn(item) for each item, one a line, or `none` when

@@ -139,7 +139,7 @@ end
 function Harness:tree(dn) return self.engine:tree(dn) end
 --- arbor.explain on this harness's tree: a sentence and a code.
 function Harness:explain(dn) return explain(self.engine, dn) end
-function Harness:logs(dn, n) return self.engine:logs(dn, n) end
+function Harness:logs(dn, n, opts) return self.engine:logs(dn, n, opts) end
 function Harness:stuck() return self.engine:stuck() end
 function Harness:stats() return self.engine:stats() end
 -- h.engine:unsubscribe(h:on_event(fn)) is the older spelling of

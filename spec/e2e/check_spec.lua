@@ -59,7 +59,7 @@ describe("arbor run", function()
       .. "(a mistake in the script; not restarted): spec/e2e/fixtures/first_start.lua:9: "
       .. "root: ctx:run: unknown option 'grce'; known: policy, shutdown, min_uptime, "
       .. "ready_timeout, watchdog, strategy, ordered, significant, auto_shutdown, stop, "
-      .. "lifecycle, sidecar\n", out)
+      .. "lifecycle, sidecar, log_lines\n", out)
     assert.equal("start\n", read(starts)) -- started once
     os.execute("rm -rf " .. q(dir))
   end)

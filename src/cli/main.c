@@ -25,7 +25,8 @@ int luaopen_arbor_readline(lua_State *L);
 
 static const char usage[] =
     "usage: arbor run [--quiet] [--init] [--control PATH | --no-control]\n"
-    "                 [--http ADDR:PORT] SCRIPT [ARGS...]\n"
+    "                 [--http ADDR:PORT] [--log-dir DIR [--log-max-bytes N]\n"
+    "                 [--log-keep N]] [--log-format text|json] SCRIPT [ARGS...]\n"
     "       arbor check SCRIPT [ARGS...]\n"
     "       arbor repl [--echo] [SOCKET]\n"
     "       arbor ctl [SOCKET] COMMAND [ARGS...] [--json]\n"
@@ -50,6 +51,13 @@ static const char usage[] =
     "  --no-control   serve no control socket (also ARBOR_CONTROL=none)\n"
     "  --http ADDR:PORT  serve /metrics, /healthz, /readyz and /tree over HTTP\n"
     "                 (bind a loopback address: there is no authentication)\n"
+    "  --log-dir DIR  write each node's log lines to DIR/<dn>.log (RFC 3339\n"
+    "                 times, level, DN), flushed every second and at stop\n"
+    "  --log-max-bytes N  rotate a log file before it passes N bytes (K, M, G\n"
+    "                 suffixes; default 10M)\n"
+    "  --log-keep N   rotated files kept, <dn>.log.1 .. .N (default 5)\n"
+    "  --log-format F how logs and events are printed on stderr: text\n"
+    "                 (default) or json, one object per line\n"
     "  --init         reap orphaned processes (as a subreaper; automatic as\n"
     "                 PID 1) and forward SIGHUP, SIGUSR1, SIGUSR2 to the\n"
     "                 process groups\n"
@@ -132,7 +140,29 @@ static void set_paths(lua_State *L) {
 typedef struct run_options {
   int quiet, check;
   const char *control, *http;
+  const char *log_dir, *log_format; /* NULL: not given */
+  long long log_max_bytes, log_keep; /* -1: not given */
 } run_options;
+
+/* A count of --log-max-bytes or --log-keep: digits, with a K, M or G
+   suffix when suffix is set; -1 when it is not one. */
+static long long parse_count(const char *s, int suffix) {
+  char *end;
+  if (*s < '0' || *s > '9') return -1;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (suffix && *end) {
+    int shift = *end == 'K' || *end == 'k'   ? 10
+                : *end == 'M' || *end == 'm' ? 20
+                : *end == 'G' || *end == 'g' ? 30
+                                             : -1;
+    if (shift < 0 || end[1]) return -1;
+    if (v > (1ull << 40)) return -1;
+    v <<= shift;
+    end++;
+  }
+  if (*end || v > (1ull << 50)) return -1;
+  return (long long)v;
+}
 
 /* Runs the script; returns the exit status. [-0, +0, -] */
 static int run_script(lua_State *L, const char *script, const run_options *o,
@@ -162,10 +192,26 @@ static int run_script(lua_State *L, const char *script, const run_options *o,
   else
     lua_pushstring(L, o->control);
   lua_pushstring(L, script);
-  lua_createtable(L, 0, 2);
+  lua_createtable(L, 0, 6);
   if (o->http) {
     lua_pushstring(L, o->http);
     lua_setfield(L, -2, "http");
+  }
+  if (o->log_dir) {
+    lua_pushstring(L, o->log_dir);
+    lua_setfield(L, -2, "log_dir");
+  }
+  if (o->log_format) {
+    lua_pushstring(L, o->log_format);
+    lua_setfield(L, -2, "log_format");
+  }
+  if (o->log_max_bytes >= 0) {
+    lua_pushinteger(L, o->log_max_bytes);
+    lua_setfield(L, -2, "log_max_bytes");
+  }
+  if (o->log_keep >= 0) {
+    lua_pushinteger(L, o->log_keep);
+    lua_setfield(L, -2, "log_keep");
   }
   lua_pushboolean(L, o->check);
   lua_setfield(L, -2, "check");
@@ -289,7 +335,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   int i = 2, init = getpid() == 1;
-  run_options o = {.check = check};
+  run_options o = {.check = check, .log_max_bytes = -1, .log_keep = -1};
   for (; !check && i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
     if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
       o.quiet = 1;
@@ -304,6 +350,39 @@ int main(int argc, char **argv) {
         return 2;
       }
       *(http ? &o.http : &o.control) = argv[++i];
+    } else if (strncmp(argv[i], "--log-", 6) == 0) {
+      const char *opt = argv[i];
+      int which = strcmp(opt, "--log-dir") == 0          ? 0
+                  : strcmp(opt, "--log-format") == 0     ? 1
+                  : strcmp(opt, "--log-max-bytes") == 0  ? 2
+                  : strcmp(opt, "--log-keep") == 0       ? 3
+                                                         : -1;
+      if (which < 0) {
+        fprintf(stderr, "arbor: unknown option '%s'\n%s", opt, usage);
+        return 2;
+      }
+      const char *v = i + 1 < argc ? argv[++i] : NULL;
+      long long n = 0;
+      int bad = !v || !*v;
+      if (!bad && which == 1)
+        bad = strcmp(v, "text") != 0 && strcmp(v, "json") != 0;
+      if (!bad && which >= 2) {
+        n = parse_count(v, which == 2);
+        bad = n < 0 || (which == 2 && n < 1024);
+      }
+      if (bad) {
+        static const char *const want[] = {
+            "a DIR", "text or json",
+            "a size in bytes >= 1024 (K, M, G suffixes: 10M)",
+            "a count >= 0"};
+        fprintf(stderr, "arbor: %s needs %s%s%s\n%s", opt, want[which],
+                v ? ", got " : "", v ? v : "", usage);
+        return 2;
+      }
+      if (which == 0) o.log_dir = v;
+      else if (which == 1) o.log_format = v;
+      else if (which == 2) o.log_max_bytes = n;
+      else o.log_keep = n;
     } else if (strcmp(argv[i], "--init") == 0) {
       init = 1;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

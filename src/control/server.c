@@ -432,6 +432,11 @@ int arbor_server_send(arbor_server *s, int64_t id, const char *payload,
   return c ? client_send(c, payload, len) : -1;
 }
 
+size_t arbor_server_unsent(arbor_server *s, int64_t id) {
+  client *c = find_client(s, id);
+  return c ? unsent(c) : 0;
+}
+
 void arbor_server_drop(arbor_server *s, int64_t id, const char *why) {
   client *c = find_client(s, id);
   if (c) client_close(c, why);

@@ -48,6 +48,9 @@ int arbor_server_listen(arbor_server **out, uv_loop_t *loop, const char *path,
    0, or -1 when the client is gone or was dropped by this send. */
 int arbor_server_send(arbor_server *s, int64_t id, const char *payload,
                       size_t len);
+/* The bytes sent to client id not taken by it yet (0 when gone): a
+   follower may drop what it cannot keep up with (`logs -f`). */
+size_t arbor_server_unsent(arbor_server *s, int64_t id);
 /* Closes client id (no-op when gone); the closed hook gets why. */
 void arbor_server_drop(arbor_server *s, int64_t id, const char *why);
 /* Starts calling the idle hook each loop turn (until it returns 0). */

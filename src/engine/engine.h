@@ -76,10 +76,41 @@ enum { DECISION_NONE = 0, DECISION_RESTART, DECISION_STOP, DECISION_ESCALATE };
 #define ARBOR_FAILURES 16
 #define ARBOR_TURN_BUCKETS 6
 
+/* Log levels (log.c): a line's severity, "debug" to "error". */
+enum { ARBOR_LOG_DEBUG = 0, ARBOR_LOG_INFO, ARBOR_LOG_WARN, ARBOR_LOG_ERROR };
+
+/* How a node's process output is read into levels (log.c). */
+enum { ARBOR_PARSE_NONE = 0, ARBOR_PARSE_KLOG, ARBOR_PARSE_FN };
+
+/* One line of a node's in-memory log. */
+typedef struct arbor_log_line {
+  arbor_str *line;
+  double time;     /* engine time; wall-clock: e->wall0 + time */
+  uint64_t seq;    /* the engine's line count: orders lines across nodes */
+  uint16_t sub;    /* 0: the node's own; else its sub-logger subs[sub - 1] */
+  uint8_t level;   /* ARBOR_LOG_* */
+} arbor_log_line;
+
+struct arbor_logfile;
+
+/* A sub-logger of a node (ctx:logger): its lines go to <dn>.<name>. */
+typedef struct arbor_log_sub {
+  arbor_str *name;             /* "name" or "name.inner" */
+  struct arbor_logfile *file;  /* under --log-dir, made at its first line */
+} arbor_log_sub;
+
+/* A node's log (log.c): the last cap lines (its ring, the log_lines
+   option, ARBOR_LOG_LINES by default), its sub-loggers (their names are
+   reserved against children's for the node's life), its file under
+   --log-dir and how its process output is parsed. */
 typedef struct arbor_logs {
-  arbor_str *line[ARBOR_LOG_LINES];
-  double time[ARBOR_LOG_LINES];
-  unsigned start, len;
+  arbor_log_line *ring; /* cap entries, made at the first line */
+  unsigned cap, start, len;
+  unsigned nsubs;
+  arbor_log_sub *subs;
+  struct arbor_logfile *file;
+  uint8_t parse;        /* ARBOR_PARSE_* */
+  int parse_ref;        /* the parser function (ARBOR_PARSE_FN) */
 } arbor_logs;
 
 struct pnode;
@@ -245,6 +276,11 @@ struct arbor_engine {
     uint64_t count, bucket[ARBOR_TURN_BUCKETS];
     double sum;
   } turns;
+  uint64_t log_seq;       /* log lines logged (log.c) */
+  uint64_t log_lines_dropped; /* log lines lost: a log file's writer could
+                                 not keep up or failed (logfile.c), a slow
+                                 `logs -f` follower */
+  struct arbor_logfiles *logfiles; /* --log-dir, or NULL (logfile.c) */
   double wall0;           /* wall-clock seconds at engine time 0 (0 under the
                              virtual clock): timestamps for people */
   double budget;          /* seconds a policy or subscriber may run */
@@ -365,8 +401,36 @@ int arbor_engine_fail_now(arbor_engine *e, pnode *pn, arbor_str *reason);
    exit; views may show this instead of the stored count). */
 uint32_t arbor_engine_streak(arbor_engine *e, const pnode *pn);
 
-/* Appends a log line to pn (and calls the sink). Takes a reference. */
+/* Appends a log line to pn at level info (and calls the sink). Takes a
+   reference. */
 void arbor_engine_log(arbor_engine *e, pnode *pn, arbor_str *line);
+/* The same at a level (ARBOR_LOG_*), for pn's sub-logger sub (0: pn's
+   own; arbor_log_sub's index + 1). */
+void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
+                         arbor_str *line);
+/* A line of a process's output on pn (stream 0 stdout, 1 stderr), from a
+   libuv callback: level info for stdout, warn for stderr, unless pn's
+   parser says; written "stdout: text". 0 (not logged) once e is freed. */
+int arbor_engine_log_output(arbor_engine *e, pnode *pn, int stream,
+                            const char *s, size_t n);
+/* pn's log, made if needed with cap lines (ARBOR_LOG_LINES when 0 is
+   given and it is new); NULL on OOM. */
+arbor_logs *arbor_engine_logs(pnode *pn);
+/* Sets the size of pn's ring (the log_lines option; 0 keeps none),
+   keeping its newest lines. -1 on OOM. */
+int arbor_engine_log_lines(pnode *pn, unsigned cap);
+/* Reserves name (len bytes) as a sub-logger of pn: returns its index + 1,
+   0 when a child has that name (first component), -1 on OOM. A name
+   already reserved returns its index. */
+int arbor_engine_log_sub(pnode *pn, const char *name, size_t len);
+/* 1 when name is one of pn's sub-loggers (a child may not take it). */
+int arbor_engine_log_reserved(const pnode *pn, const char *name, size_t len);
+/* Frees pn's log (its node is discarded). */
+void arbor_engine_log_free(arbor_engine *e, pnode *pn);
+/* The name of a level ("debug", "info", "warn", "error"); its level from
+   a name, or -1. */
+const char *arbor_log_level_name(int level);
+int arbor_log_level(const char *name, size_t len);
 /* Emits a state event (for changes made outside the tree's hooks). */
 void arbor_engine_emit_state(arbor_engine *e, pnode *pn, arbor_state from,
                              arbor_state to, arbor_str *reason);

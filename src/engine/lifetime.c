@@ -4,6 +4,7 @@
  * closing it.
  */
 #include "engine/internal.h"
+#include "engine/logfile.h"
 #include "engine/deadline.h"
 #include "engine/ready.h"
 
@@ -52,12 +53,7 @@ static void hook_detached(arbor_node *n, void *ud) {
   free(pn->counts);
   pn->counts = NULL;
   pn->nfail = 0;
-  if (pn->logs) {
-    for (unsigned i = 0; i < pn->logs->len; i++)
-      arbor_str_unref(pn->logs->line[(pn->logs->start + i) % ARBOR_LOG_LINES]);
-    free(pn->logs);
-    pn->logs = NULL;
-  }
+  arbor_engine_log_free(e, pn);
 }
 
 /* The engine outlives its nodes: once closed, it is freed with the last
@@ -225,6 +221,7 @@ void arbor_engine_free(arbor_engine *e) {
   e->ready_len = 0;
   arbor_tree_close(&e->tree);
   arbor_watchdog_idle(); /* closing ran <close> variables and defers */
+  arbor_logfiles_close(e); /* what is buffered is written (logfile.c) */
   arbor_ring_close(&e->ring);
   if (e->outbox.ev) arbor_ring_close(&e->outbox);
   arbor_timers_close(&e->timers);

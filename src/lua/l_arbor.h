@@ -81,6 +81,7 @@ void arbor_open_engine(lua_State *L);
 void arbor_open_ctx(lua_State *L); /* after arbor_open_engine */
 void arbor_open_view(lua_State *L); /* after arbor_open_engine */
 void arbor_open_metrics(lua_State *L); /* after arbor_open_engine */
+void arbor_open_log(lua_State *L); /* after arbor_open_engine */
 void arbor_open_override(lua_State *L); /* after arbor_open_engine */
 void arbor_open_control(lua_State *L);
 void arbor_open_conn(lua_State *L);

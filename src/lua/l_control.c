@@ -128,6 +128,13 @@ static int l_send(lua_State *L) {
   return 1;
 }
 
+/* server:unsent(id) -> bytes sent to the client that it has not read */
+static int l_unsent(lua_State *L) {
+  arbor_server *s = check_server(L);
+  lua_pushinteger(L, (lua_Integer)arbor_server_unsent(s, luaL_checkinteger(L, 2)));
+  return 1;
+}
+
 /* server:drop(id, why) */
 static int l_drop(lua_State *L) {
   arbor_server *s = check_server(L);
@@ -172,6 +179,7 @@ static int l_close(lua_State *L) {
 static const luaL_Reg server_methods[] = {
     {"send", l_send},
     {"drop", l_drop},
+    {"unsent", l_unsent},
     {"busy", l_busy},
     {"info", l_info},
     {"close", l_close},

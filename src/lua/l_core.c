@@ -96,6 +96,7 @@ int luaopen_arbor_core(lua_State *L) {
   arbor_open_ctx(L); /* after arbor_open_engine: adds e:add_child */
   arbor_open_view(L);
   arbor_open_metrics(L);
+  arbor_open_log(L);
   arbor_open_override(L);
   arbor_open_control(L);
   arbor_open_conn(L);

@@ -139,13 +139,37 @@ static int ctx_signal(lua_State *L) {
                         arbor_push_cut(L, what, len));
 }
 
-static int ctx_log(lua_State *L) {
-  pnode *pn = arbor_check_ctx(L, 1);
+/* Logs the arguments from `from` on, joined by spaces, at level on pn's
+   sub-logger sub (0: its own); a single table argument is {level = ...,
+   text} (text or [1]). [-0, +0, e] */
+static int log_args(lua_State *L, pnode *pn, unsigned sub, int level,
+                    int from) {
   int n = lua_gettop(L);
+  if (n == from && lua_istable(L, from)) {
+    lua_getfield(L, from, "level");
+    if (!lua_isnil(L, -1)) {
+      size_t len;
+      const char *lv = lua_type(L, -1) == LUA_TSTRING
+                           ? lua_tolstring(L, -1, &len) : NULL;
+      level = lv ? arbor_log_level(lv, len) : -1;
+      if (level < 0)
+        return arbor_dn_error(L, pn, "log{level = ...}: want \"debug\", "
+                              "\"info\", \"warn\" or \"error\", got %s",
+                              lv ? arbor_push_cut(L, lv, len)
+                                 : luaL_typename(L, -1));
+    }
+    lua_getfield(L, from, "text");
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_rawgeti(L, from, 1);
+    }
+    lua_replace(L, from);
+    lua_settop(L, from);
+  }
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  for (int i = 2; i <= n; i++) {
-    if (i > 2) luaL_addchar(&b, ' ');
+  for (int i = from; i <= n; i++) {
+    if (i > from) luaL_addchar(&b, ' ');
     luaL_tolstring(L, i, NULL);
     luaL_addvalue(&b);
   }
@@ -154,9 +178,62 @@ static int ctx_log(lua_State *L) {
   const char *s = lua_tolstring(L, -1, &len);
   arbor_str *line = arbor_str_new(s, len);
   if (line) {
-    arbor_engine_log(pn_engine(pn), pn, line);
+    arbor_engine_log_at(pn_engine(pn), pn, sub, level, line);
     arbor_str_unref(line);
   }
+  return 0;
+}
+
+/* ctx:log(...), ctx:debug(...), ctx:info(...), ctx:warn(...),
+   ctx:error(...): a line at the level of the upvalue (ctx:log: info, or
+   its table's level). */
+static int ctx_log(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  return log_args(L, pn, 0, (int)lua_tointeger(L, lua_upvalueindex(1)), 2);
+}
+
+/* core.log_sub(ctx, name) -> index: reserves name as a sub-logger of the
+   node (ctx:logger). Raises when a child has that name. */
+static int ctx_log_sub(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  size_t len;
+  const char *name = luaL_checklstring(L, 2, &len);
+  for (size_t i = 0, start = 0; i <= len; i++) {
+    if (i < len && name[i] != '.') continue;
+    if (!arbor_name_valid(name + start, i - start))
+      return arbor_dn_error(L, pn, "ctx:logger('%s'): invalid name (each "
+                            "part matches ^[A-Za-z0-9_-]{1,64}$, parts "
+                            "joined by dots)", arbor_push_cut(L, name, len));
+    start = i + 1;
+  }
+  int sub = arbor_engine_log_sub(pn, name, len);
+  if (sub == 0)
+    return arbor_dn_error(L, pn, "ctx:logger('%s'): a child has that name "
+                          "(a sub-logger's name is reserved against the "
+                          "node's children, and a child's against its "
+                          "sub-loggers)", arbor_push_cut(L, name, len));
+  if (sub < 0) return luaL_error(L, "out of memory");
+  lua_pushinteger(L, sub);
+  return 1;
+}
+
+/* core.log_write(ctx, sub, level, ...): a line of the sub-logger sub. */
+static int ctx_log_write(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  lua_Integer sub = luaL_checkinteger(L, 2);
+  lua_Integer level = luaL_checkinteger(L, 3);
+  return log_args(L, pn, (unsigned)sub, (int)(level & 3), 4);
+}
+
+/* core.log_lines(ctx, n): the size of the node's ring of log lines. */
+static int ctx_log_lines(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  lua_Integer n = luaL_checkinteger(L, 2);
+  if (n < 0 || n > 1000000)
+    return arbor_dn_error(L, pn, "log_lines must be an integer from 0 to "
+                          "1000000");
+  if (arbor_engine_log_lines(pn, (unsigned)n) < 0)
+    return luaL_error(L, "out of memory");
   return 0;
 }
 
@@ -277,13 +354,14 @@ static void check_gate(lua_State *L, pnode *parent, const arbor_child_opts *o,
 static const char *const run_options[] = {
     "policy",   "shutdown",    "min_uptime",    "ready_timeout", "watchdog",
     "strategy", "ordered",     "significant",   "auto_shutdown", "stop",
-    "lifecycle", "sidecar",    NULL};
+    "lifecycle", "sidecar",    "log_lines",     NULL};
 
 /* ctx:run / ctx:group options: the engine's (l_arbor.h) and the timing
    ones (deadline.c); a timing option < 0 is not given. */
 typedef struct run_opts {
   arbor_child_opts c;
   double timing[3]; /* min_uptime, ready_timeout, watchdog */
+  long log_lines;    /* the size of the node's ring of log lines, or -1 */
 } run_opts;
 
 static const unsigned timing_bit[3] = {TM_MIN_UPTIME, TM_READY, TM_WATCHDOG};
@@ -327,6 +405,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, run_opts *ro,
   o->lc = ARBOR_LC_MAIN;
   o->gflags = o->grouping = o->parallel = 0;
   ro->timing[0] = ro->timing[1] = ro->timing[2] = -1;
+  ro->log_lines = -1;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
     arbor_dn_error(L, parent, "%s: options must be a table, got %s", what,
@@ -353,6 +432,15 @@ static void read_opts(lua_State *L, int idx, pnode *parent, run_opts *ro,
       o->shutdown = s;
     } else if (strcmp(k, "lifecycle") == 0 || strcmp(k, "sidecar") == 0) {
       read_lifecycle_opt(L, parent, o, what, k);
+    } else if (strcmp(k, "log_lines") == 0) {
+      lua_Integer n = lua_tointeger(L, -1);
+      if (!lua_isinteger(L, -1) || n < 0 || n > 1000000)
+        arbor_dn_error(L, parent, "%s: option 'log_lines' must be an integer "
+                       "from 0 to 1000000 (lines kept in memory), got %s",
+                       what, lua_type(L, -1) == LUA_TNUMBER
+                                 ? luaL_tolstring(L, -1, NULL)
+                                 : luaL_typename(L, -1));
+      ro->log_lines = (long)n;
     } else if (read_timing_opt(L, parent, ro, what, k)) {
       /* read */
     } else {
@@ -396,6 +484,9 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
                     int fn_idx, const run_opts *ro) {
   const arbor_child_opts *o = &ro->c;
   int err = 0;
+  if (arbor_engine_log_reserved(parent, name, len))
+    arbor_dn_error(L, parent, "child name '%s' is a sub-logger of the node "
+                   "(ctx:logger): its name is reserved", name);
   pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
   if (!c) name_error(L, parent, name, len, err);
   arbor_engine *e = pn_engine(parent);
@@ -409,6 +500,8 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
   for (int i = 0; i < 3; i++)
     if (ro->timing[i] >= 0)
       arbor_engine_set_timing(e, c, timing_bit[i], ro->timing[i], 1);
+  if (ro->log_lines >= 0 && arbor_engine_log_lines(c, (unsigned)ro->log_lines) < 0)
+    luaL_error(L, "out of memory");
   arbor_lc_register(e, c);
   return c;
 }
@@ -492,6 +585,9 @@ static int ctx_group(lua_State *L) {
       name_error(L, pn, name, len, ARBOR_EBADNAME);
     if (arbor_tree_child(&pn->n, name, len))
       name_error(L, pn, name, len, ARBOR_EDUP);
+    if (arbor_engine_log_reserved(pn, name, len))
+      return arbor_dn_error(L, pn, "child name '%s' is a sub-logger of the "
+                            "node (ctx:logger): its name is reserved", name);
     count++;
     lua_pop(L, 1);
   }
@@ -571,7 +667,6 @@ static const luaL_Reg ctx_methods[] = {
     {"sleep", ctx_sleep},
     {"wait", ctx_wait},
     {"canceled", ctx_canceled},
-    {"log", ctx_log},
     {"alive", ctx_alive},
     {NULL, NULL},
 };
@@ -589,6 +684,9 @@ static const luaL_Reg ctx_private[] = {
     {"default_min_uptime", ctx_default_min_uptime},
     {"default_ready_timeout", ctx_default_ready_timeout},
     {"default_watchdog", ctx_default_watchdog},
+    {"log_sub", ctx_log_sub},
+    {"log_write", ctx_log_write},
+    {"log_lines", ctx_log_lines},
     {NULL, NULL},
 };
 
@@ -597,6 +695,16 @@ static const luaL_Reg ctx_private[] = {
 void arbor_open_ctx(lua_State *L) {
   arbor_ctx_metatable(L);
   luaL_newlib(L, ctx_methods);
+  /* ctx:log (info) and one method per level, ctx_log with its level */
+  static const char *const log_methods[] = {"debug", "info", "warn", "error"};
+  for (int i = 0; i < 4; i++) {
+    lua_pushinteger(L, i);
+    lua_pushcclosure(L, ctx_log, 1);
+    lua_setfield(L, -2, log_methods[i]);
+  }
+  lua_pushinteger(L, ARBOR_LOG_INFO);
+  lua_pushcclosure(L, ctx_log, 1);
+  lua_setfield(L, -2, "log");
   lua_pushvalue(L, -1);
   lua_setfield(L, -3, "methods");
   lua_pushcclosure(L, ctx_index, 1);

@@ -281,13 +281,6 @@ static int l_random(lua_State *L) {
 
 /* ---- nodes ---------------------------------------------------------- */
 
-static void setstr(lua_State *L, const char *k, arbor_str *s) {
-  if (s) {
-    lua_pushlstring(L, s->s, s->len);
-    lua_setfield(L, -2, k);
-  }
-}
-
 static void setnum(lua_State *L, const char *k, double v) {
   lua_pushnumber(L, v);
   lua_setfield(L, -2, k);
@@ -429,25 +422,7 @@ static int l_fail(lua_State *L) {
   return 0;
 }
 
-/* e:logs(dn [, n]) -> { {time=, line=}, ... } oldest first */
-static int l_logs(lua_State *L) {
-  arbor_engine *e = check_engine(L, 1);
-  pnode *pn = arbor_check_node(L, e, 2);
-  lua_Integer want = luaL_optinteger(L, 3, ARBOR_LOG_LINES);
-  lua_newtable(L);
-  arbor_logs *lg = pn->logs;
-  if (!lg) return 1;
-  unsigned skip = want < (lua_Integer)lg->len ? lg->len - (unsigned)want : 0;
-  lua_Integer k = 1;
-  for (unsigned i = skip; i < lg->len; i++) {
-    unsigned idx = (lg->start + i) % ARBOR_LOG_LINES;
-    lua_createtable(L, 0, 2);
-    setnum(L, "time", lg->time[idx]);
-    setstr(L, "line", lg->line[idx]);
-    lua_rawseti(L, -2, k++);
-  }
-  return 1;
-}
+/* e:logs is l_log.c's. */
 
 static void stuck_one(pnode *pn, void *ud) {
   lua_State *L = ud;
@@ -503,7 +478,6 @@ static const luaL_Reg engine_methods[] = {
     {"hold", l_hold},
     {"kill", l_kill},
     {"fail", l_fail},
-    {"logs", l_logs},
     {"stuck", l_stuck},
     {"stats", l_stats},
     {"set_default_policy", l_set_default_policy},

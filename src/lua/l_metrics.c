@@ -503,6 +503,10 @@ static void engine_series(text *t, lua_State *L, arbor_engine *e, int om,
       "Policy calls that failed or returned a bad decision (the default "
       "policy decided)",
       (double)e->policy_faults);
+  one(t, om, "arbor_log_lines_dropped_total", "counter",
+      "Log lines lost: a log file's writer fell behind or could not write, "
+      "or an arbor ctl logs -f follower did not keep up",
+      (double)e->log_lines_dropped);
   family(t, om, "arbor_loop_turn_seconds", "histogram",
          "Time the engine took per turn of its event loop");
   uint64_t cum = 0;

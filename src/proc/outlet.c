@@ -31,8 +31,6 @@ struct arbor_outlet {
   int handles;             /* r[] not closed yet */
 };
 
-static const char *stream_name[] = {"stdout", "stderr", "notify"};
-
 /* ---- lines ------------------------------------------------------------ */
 
 static void log_line(arbor_proc *p, int idx, const char *s, size_t n) {
@@ -41,7 +39,8 @@ static void log_line(arbor_proc *p, int idx, const char *s, size_t n) {
     arbor__proc_wake(p);
     return;
   }
-  if (!arbor__proc_log(p->e, p->pn, stream_name[idx], s, n)) return;
+  /* stdout at level info, stderr warn, or as the node's parser says */
+  if (!arbor_engine_log_output(p->e, p->pn, idx, s, n)) return;
   if (idx == PROC_STDOUT && p->watch) {
     if (p->qlen == ARBOR_PROC_QUEUE)
       arbor_str_unref(arbor_proc_pop_line(p));
@@ -166,7 +165,7 @@ static void log_loose(arbor_outlet *o, int idx, const char *s, size_t n) {
   while (n > 0) {
     const char *nl = memchr(s, '\n', n);
     size_t len = nl ? (size_t)(nl - s) : n;
-    arbor__proc_log(o->e, o->pn, stream_name[idx], s, len);
+    arbor_engine_log_output(o->e, o->pn, idx, s, len);
     if (!nl) break;
     s = nl + 1;
     n -= len + 1;

@@ -111,16 +111,28 @@ end
 node_action("restart", "restart", "restarted")
 node_action("stop", "hold", "stopped (held until restarted)")
 
+-- logs: the last n lines of req.dn and every node (and sub-logger) under
+-- it, interleaved in the order they were logged; req.since: only those of
+-- the last since seconds; req.follow: then the new ones as they come,
+-- across restarts, until interrupted.
 op("logs", function(S, cid, rid, req)
-  if not want_dn(S, cid, rid, req, "logs") then return end
+  local dn = req.dn
+  if type(dn) ~= "string" then
+    return S.fail(cid, rid, "logs: want a DN (like \"root.web\")")
+  end
   local n = want_count(S, cid, rid, req, 20)
   if not n then return end
-  local dn = req.dn
-  local lines = S.e:logs(dn, n)
-  local function text(l) return render.log(dn, l.line, l.time) end
-  if req.json then
-    for _, l in ipairs(lines) do l.dn = dn end
+  local since = req.since
+  if since ~= nil and (type(since) ~= "number" or not (since >= 0)) then
+    return S.fail(cid, rid, "since must be a number of seconds >= 0")
   end
+  local e = S.e
+  local ok, lines = pcall(e.logs, e, dn, n, {subtree = true, since = since and e:now() - since})
+  if not ok then -- not a node nor a sub-logger: the node's error
+    if want_dn(S, cid, rid, req, "logs") then S.fail(cid, rid, tostring(lines)) end
+    return
+  end
+  local function text(l) return render.log(l.dn, l.line, l.time, l.level, l.wall) end
   if req.follow then
     for _, l in ipairs(lines) do
       if req.json then S.send(cid, rid, {log = l})

@@ -28,6 +28,11 @@ M.default_budget = 100000000
 
 local WAIT = setmetatable({}, {__tostring = function() return "<wait>" end})
 
+--- Bytes a `logs -f` follower may leave unread before its lines are
+-- dropped (counted, in the engine's log_lines_dropped, and told by a
+-- marker line "... N lines dropped" once it reads again).
+M.follow_backlog = 1 << 20
+
 --- serve(e, path, opts) -> server | nil, "ENAME: message", "ENAME" (as
 -- core.control_listen: EADDRINUSE when another arbor serves path, ...).
 -- e is the engine object; opts.arbor is the arbor module (helpers),
@@ -130,17 +135,32 @@ function M.serve(e, path, opts)
 
   local server = {path = path}
 
-  --- Called by arbor.run's log sink: streams the line to `logs -f` clients.
-  function server.on_log(dn, line, time)
+  --- Called by arbor.run's log sink: streams the line to `logs -f` clients
+  -- following its DN or a DN above it.
+  function server.on_log(dn, line, time, level, wall)
     if nfollowers == 0 or server.closed then return end
     for _, f in pairs(followers) do
-      if f.what == "logs" and (dn == f.dn) then
+      if f.what == "logs" and (dn == f.dn or dn:sub(1, #f.dn + 1) == f.dn .. ".") then
+        if srv:unsent(f.cid) > M.follow_backlog then -- it does not keep up
+          f.dropped = (f.dropped or 0) + 1
+          core.log_dropped(e, 1)
+          goto next
+        elseif f.dropped then -- said before what comes next
+          local text = string.format("... %d lines dropped (this follower did not keep up)", f.dropped)
+          f.dropped = nil
+          if f.json then
+            send(f.cid, f.rid, {log = {dn = f.dn, line = text, time = time, level = "warn", wall = wall}})
+          else
+            send(f.cid, f.rid, {out = render.log(f.dn, text, time, "warn", wall) .. "\n"})
+          end
+        end
         if f.json then
-          send(f.cid, f.rid, {log = {dn = dn, line = line, time = time}})
+          send(f.cid, f.rid, {log = {dn = dn, line = line, time = time, level = level, wall = wall}})
         else
-          send(f.cid, f.rid, {out = render.log(dn, line, time) .. "\n"})
+          send(f.cid, f.rid, {out = render.log(dn, line, time, level, wall) .. "\n"})
         end
       end
+      ::next::
     end
   end
 

@@ -1,0 +1,328 @@
+-- End-to-end, issue 16: durable logs (`arbor run --log-dir`), rotation, what
+-- a kill -9 loses, a full disk, `--log-format json`, process output levels
+-- and `arbor ctl logs` of a subtree, -f and --since. Each test runs the real
+-- arbor binary on a script written into a fresh temporary directory.
+local cjson = require "cjson"
+local core = require "arbor.core"
+local json = require "arbor.json"
+local support = require "e2e.support"
+local bin, q, sh, mktemp, read = support.bin, support.q, support.sh, support.mktemp, support.read
+local eventually = support.eventually
+
+local RFC3339 = "^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ$"
+
+local function write(path, text)
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+end
+
+local function lines(text)
+  local out = {}
+  for l in (text or ""):gmatch("[^\n]+") do out[#out + 1] = l end
+  return out
+end
+
+-- Starts arbor in the background on script (text) in dir with args; returns
+-- {pid, out (stdout and stderr's file), rc (the exit status' file)}.
+local function start(dir, script, args)
+  write(dir .. "/tree.lua", script)
+  local a = {pid = nil, out = dir .. "/out", rc = dir .. "/rc"}
+  os.execute(string.format("(%s run %s %s > %s 2>&1 & echo $! > %s/pid; wait $!; echo $? > %s.tmp; mv %s.tmp %s) &",
+    bin, args or "", q(dir .. "/tree.lua"), q(a.out), q(dir), q(a.rc), q(a.rc), q(a.rc)))
+  assert(eventually(function() return read(dir .. "/pid") end))
+  a.pid = tonumber(read(dir .. "/pid"))
+  return a
+end
+
+local function finished(a)
+  assert(eventually(function() return read(a.rc) end), "arbor did not exit")
+  return tonumber(read(a.rc))
+end
+
+describe("arbor run --log-dir", function()
+  it("writes each DN's lines to DIR/<dn>.log with RFC 3339 times, level and DN", function()
+    local dir = mktemp()
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  ctx:log("hello")
+  ctx:warn("two\nlines")
+  ctx:logger("http"):error("oops")
+  ctx:run("out", arbor.exec({"sh", "-c", "echo to-out; echo to-err >&2"}, {oneshot = true}))
+  ctx:run("klog", arbor.exec({"sh", "-c", "echo 'E0102 15:04:05.000000   77 main.go:9] broke'; echo plain"},
+    {oneshot = true, parse = "klog"}))
+  ctx:run("fn", arbor.exec({"sh", "-c", "echo 'DEBUG: detail'"}, {oneshot = true,
+    parse = function(line) local lv, rest = line:match("^(%u+): (.*)$") return lv:lower(), rest end}))
+  ctx:signal("healthy")
+  ctx:sleep(0.5)
+  arbor.stop()
+end]], "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a))
+    local root = lines(read(dir .. "/logs/root.log"))
+    assert.equal(2, #root)
+    for _, l in ipairs(root) do
+      assert.matches(RFC3339, l:match("^(%S+)"))
+    end
+    assert.matches("^%S+ INFO  root: hello$", root[1])
+    assert.matches("^%S+ WARN  root: two\\nlines$", root[2])
+    assert.matches("^%S+ ERROR root.http: oops\n$", read(dir .. "/logs/root.http.log"))
+    local out = read(dir .. "/logs/root.out.log")
+    assert.matches("INFO  root.out: stdout: to-out\n", out, 1, true)
+    assert.matches("WARN  root.out: stderr: to-err\n", out, 1, true)
+    local klog = read(dir .. "/logs/root.klog.log")
+    assert.matches("ERROR root.klog: stdout: main.go:9] broke\n", klog, 1, true)
+    assert.matches("INFO  root.klog: stdout: plain\n", klog, 1, true)
+    assert.matches("DEBUG root.fn: stdout: detail\n", read(dir .. "/logs/root.fn.log"), 1, true)
+  end)
+
+  it("rotates by size: N files of at most the size, renamed, the newest lines in <dn>.log", function()
+    local dir = mktemp()
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  for i = 1, 400 do ctx:log(string.format("line %04d %s", i, string.rep("x", 40))) end
+  arbor.stop()
+end]], "--quiet --no-control --log-dir " .. q(dir .. "/logs") .. " --log-max-bytes 2048 --log-keep 3")
+    assert.equal(0, finished(a))
+    local files = lines(support.capture("ls " .. q(dir .. "/logs")))
+    assert.same({"root.log", "root.log.1", "root.log.2", "root.log.3"}, files)
+    local prev
+    for _, f in ipairs{"root.log.3", "root.log.2", "root.log.1", "root.log"} do
+      local text = read(dir .. "/logs/" .. f)
+      assert.is_true(#text <= 2048, f .. " has " .. #text .. " bytes")
+      for _, l in ipairs(lines(text)) do -- in order, across the files
+        local n = tonumber(l:match("line (%d+)"))
+        if prev then assert.equal(prev + 1, n) end
+        prev = n
+      end
+    end
+    assert.equal(400, prev)
+    assert.is_nil(read(dir .. "/logs/root.log.4"))
+  end)
+
+  it("loses at most the lines after the last flush to a kill -9", function()
+    local dir = mktemp()
+    local a = start(dir, [[
+return function(ctx)
+  local i = 0
+  ctx:signal("healthy")
+  while true do
+    i = i + 1
+    ctx:log("line " .. i)
+    ctx:sleep(0.005)
+  end
+end]], "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
+    -- line 20 is in the file: a flush happened after it was logged
+    assert.is_true(eventually(function()
+      return (read(dir .. "/logs/root.log") or ""):find("root: line 20\n", 1, true)
+    end))
+    os.execute("kill -9 " .. a.pid)
+    finished(a)
+    local got = lines(read(dir .. "/logs/root.log"))
+    -- every line up to the last flush, in order, with no gap
+    for i, l in ipairs(got) do assert.matches("root: line " .. i .. "$", l) end
+    assert.is_true(#got >= 20)
+  end)
+
+  it("reports a bad directory and exits 2", function()
+    local dir = mktemp()
+    write(dir .. "/file", "")
+    write(dir .. "/tree.lua", "return function(ctx) ctx:wait() end")
+    local code, out = sh(bin .. " run --quiet --no-control --log-dir " .. q(dir .. "/file/sub")
+      .. " " .. q(dir .. "/tree.lua"))
+    assert.equal(2, code)
+    assert.matches("arbor: --log-dir: ENOTDIR", out, 1, true)
+    code, out = sh(bin .. " run --log-max-bytes 12 /dev/null")
+    assert.equal(2, code)
+    assert.matches("--log-max-bytes needs a size in bytes >= 1024", out, 1, true)
+    code, out = sh(bin .. " run --log-format xml /dev/null")
+    assert.equal(2, code)
+    assert.matches("--log-format needs text or json, got xml", out, 1, true)
+  end)
+end)
+
+describe("a full disk", function()
+  local mnt, a
+  before_each(function()
+    mnt, a = mktemp(), nil
+    if not os.execute("mount -t tmpfs -o size=64k tmpfs " .. q(mnt) .. " 2>/dev/null") then
+      mnt = nil
+    end
+  end)
+  after_each(function()
+    if a and not read(a.rc) then os.execute("kill -9 " .. a.pid) finished(a) end
+    if mnt then os.execute("umount " .. q(mnt)) end
+  end)
+
+  it("drops lines with a count and a marker, reports once, keeps the tree running", function()
+    if not mnt then
+      pending("mount -t tmpfs is not permitted here (needs root): the full-disk test is skipped")
+      return
+    end
+    local dir = mktemp()
+    local sock = dir .. "/ctl.sock"
+    -- most of the 64 KiB taken, so that the log fills what is left
+    os.execute("dd if=/dev/zero of=" .. q(mnt .. "/filler") .. " bs=1k count=40 2>/dev/null")
+    a = start(dir, [[
+return function(ctx)
+  ctx:run("chatty", function(c)
+    for i = 1, 4000 do -- about 1 MB: the disk is full long before
+      c:log(string.format("line %d %s", i, string.rep("y", 200)))
+      if i % 100 == 0 then c:sleep(0.01) end
+    end
+    for i = 1, math.huge do c:log("calm " .. i) c:sleep(0.1) end
+  end)
+  ctx:signal("healthy")
+  ctx:wait()
+end]], "--quiet --control " .. q(sock) .. " --log-dir " .. q(mnt))
+    local function ctl(args) return sh(bin .. " ctl " .. q(sock) .. " " .. args) end
+    assert.is_true(eventually(function()
+      return (read(a.out) or ""):find("No space left on device", 1, true)
+    end), "the error was not reported")
+    -- the tree runs on: its lines are in memory, the flood's end too
+    assert.is_true(eventually(function()
+      local _, out = ctl("logs root.chatty -n 1")
+      return out:find("calm 25", 1, true)
+    end))
+    local code, status = ctl("status")
+    assert.equal(0, code)
+    assert.matches("root HEALTHY", status, 1, true)
+    -- room again: writing resumes, first the count of what was lost
+    os.remove(mnt .. "/filler")
+    assert.is_true(eventually(function()
+      return (read(a.out) or ""):find("writing works again", 1, true)
+    end))
+    local log = read(mnt .. "/root.chatty.log")
+    local marker = log:match("\n%S+ WARN  root.chatty: %.%.%. (%d+) lines dropped\n")
+    assert.is_truthy(marker, "no marker line")
+    assert.is_true(tonumber(marker) > 0)
+    for l in log:gmatch("[^\n]+") do -- whole lines only
+      assert.matches("^%S+ %u+%s+root.chatty: ", l)
+    end
+    local _, reports = read(a.out):gsub("No space left on device", "")
+    assert.equal(1, reports)
+    local _, rootlog = ctl("logs root -n 1000")
+    assert.matches("No space left on device", rootlog, 1, true)
+    ctl("shutdown")
+    assert.equal(0, finished(a))
+  end)
+end)
+
+describe("arbor run --log-format json", function()
+  it("prints one JSON object per line on stderr: time, level, dn, msg", function()
+    local dir = mktemp()
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  ctx:warn("careful \"quoted\"")
+  ctx:logger("db"):info("ok")
+  ctx:signal("healthy")
+  ctx:sleep(0.2)
+  arbor.stop()
+end]], "--no-control --log-format json")
+    assert.equal(0, finished(a))
+    local seen = {}
+    for _, l in ipairs(lines(read(a.out))) do
+      local obj = cjson.decode(l)
+      assert.matches(RFC3339, obj.time)
+      assert.is_string(obj.level)
+      assert.is_string(obj.dn)
+      assert.is_string(obj.msg)
+      seen[obj.dn .. " " .. obj.level .. " " .. obj.msg] = true
+    end
+    assert.is_true(seen['root warn careful "quoted"'])
+    assert.is_true(seen["root.db info ok"])
+    assert.is_true(seen["root info NEW -> HEALTHY"])
+  end)
+end)
+
+describe("arbor ctl logs", function()
+  it("shows a subtree by time, --since, and follows it across restarts with -f", function()
+    local dir = mktemp()
+    local sock = dir .. "/ctl.sock"
+    local a = start(dir, [[
+return function(ctx)
+  ctx:log("root first")
+  ctx:run("web", function(c)
+    c:log("web start")
+    c:logger("http"):warn("web sub")
+    c:run("db", function(d) d:log("db start") d:wait() end)
+    c:wait()
+  end)
+  ctx:signal("healthy")
+  ctx:wait()
+end]], "--quiet --control " .. q(sock))
+    local function ctl(args) return sh(bin .. " ctl " .. q(sock) .. " " .. args) end
+    assert.is_true(eventually(function()
+      local _, out = ctl("logs root.web")
+      return out:find("db start", 1, true)
+    end))
+    local _, out = ctl("logs root")
+    local got = {}
+    for _, l in ipairs(lines(out)) do got[#got + 1] = l:match("^%d%d:%d%d:%d%d%.%d%d%d (%S+)%s+| (.*)$") end
+    assert.same({"root", "root.web", "root.web.http", "root.web.db"}, got)
+    assert.matches("root.web.http%s+| WARN web sub", out)
+    _, out = ctl("logs root.web.http")
+    assert.equal(1, #lines(out))
+    -- follow root.web, then restart it: its new incarnation's lines come
+    local follow = dir .. "/follow"
+    os.execute(string.format("%s ctl %s logs root.web -f -n 0 > %s 2>&1 & echo $! > %s.pid",
+      bin, q(sock), q(follow), q(follow)))
+    os.execute("sleep 0.3")
+    assert.equal(0, (ctl("restart root.web")))
+    assert.is_true(eventually(function()
+      local f = read(follow) or ""
+      return f:find("root.web%s+| web start") and f:find("root.web.db%s+| db start")
+    end))
+    os.execute("kill " .. read(follow .. ".pid"))
+    -- --since: the restart's lines are newer than a second, root's first is not
+    os.execute("sleep 1.2")
+    assert.equal(0, (ctl("restart root.web")))
+    assert.is_true(eventually(function()
+      local _, o = ctl("logs root --since 1s")
+      return o:find("web start", 1, true)
+    end))
+    _, out = ctl("logs root --since 1s")
+    assert.is_nil(out:find("root first", 1, true))
+    assert.equal(2, (ctl("logs root --since soon")))
+    ctl("shutdown")
+    assert.equal(0, finished(a))
+  end)
+
+  it("drops lines for a follower that does not keep up, with a count and a marker", function()
+    local dir = mktemp()
+    local sock = dir .. "/ctl.sock"
+    local a = start(dir, [[
+return function(ctx)
+  ctx:run("flood", function(c)
+    local i = 0
+    while true do
+      i = i + 1
+      c:log(string.format("line %d %s", i, string.rep("z", 500)))
+      if i % 200 == 0 then c:sleep(0.001) end
+    end
+  end)
+  ctx:signal("healthy")
+  ctx:wait()
+end]], "--quiet --control " .. q(sock))
+    assert.is_true(eventually(function() return core.connect(sock) end))
+    local c = assert(core.connect(sock))
+    assert(c:send(json.encode({op = "logs", dn = "root", follow = true, n = 0, id = 1})))
+    os.execute("sleep 3") -- not reading: megabytes pile up unsent
+    local marker
+    for _ = 1, 200000 do
+      local frame = c:recv(5000)
+      if not frame then break end
+      local out = json.decode(frame).out or ""
+      marker = out:match("%.%.%. (%d+) lines dropped %(this follower did not keep up%)")
+      if marker then break end
+    end
+    c:close()
+    assert.is_truthy(marker, "no marker line")
+    assert.is_true(tonumber(marker) > 0)
+    assert.equal(0, (sh(bin .. " ctl " .. q(sock) .. " status")))
+    sh(bin .. " ctl " .. q(sock) .. " shutdown")
+    assert.equal(0, finished(a))
+  end)
+end)

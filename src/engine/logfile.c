@@ -1,0 +1,581 @@
+/* logfile.c: durable logs (logfile.h): per DN buffers filled on the loop,
+ * written by one writer thread.
+ *
+ * The loop and the writer share only the batch (an array of buffers taken
+ * out of the files) and its state, under a mutex: IDLE, QUEUED (handed to
+ * the writer), DONE (written; the loop collects the results). The loop
+ * never waits for the writer except at close.
+ */
+#define _GNU_SOURCE /* memrchr */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "engine/logfile.h"
+
+enum { B_IDLE = 0, B_QUEUED, B_DONE };
+
+#define MARKS 4 /* marker lines one buffer tells where they stand */
+
+typedef struct mark {
+  size_t off;  /* where its line starts in the buffer */
+  size_t len;
+  uint64_t n;  /* the lines it says were dropped */
+} mark;
+
+struct arbor_logfile {
+  arbor_logfiles *lf;
+  char *name;          /* the DN */
+  size_t nlen;
+  char *buf;
+  size_t len, cap;
+  mark marks[MARKS];
+  unsigned nmarks;
+  uint64_t dropped;    /* dropped after the lines in buf, not told yet */
+  int dirty, busy, released;
+  arbor_logfile *next_dirty, *next, *prev;
+};
+
+typedef struct item {
+  arbor_logfile *f;
+  char *buf;
+  size_t len;
+  mark marks[MARKS];
+  unsigned nmarks;
+  size_t written; /* out: bytes written */
+  int err;        /* out: 0 or an errno */
+} item;
+
+struct arbor_logfiles {
+  arbor_engine *e;
+  char *dir;
+  uint64_t max_bytes;
+  unsigned keep;
+  size_t max_pending, pending, early;
+  uint64_t interval_ms;
+  void (*report)(arbor_engine *e, int level, const char *text);
+  uv_timer_t timer;
+  uv_thread_t thread;
+  uv_mutex_t mu;
+  uv_cond_t cv;
+  int state, quit, kicked;
+  item *batch;
+  size_t nbatch, batch_cap;
+  arbor_logfile *dirty, *all;
+  int failing;              /* an error was reported: writing fails */
+  uint64_t failed_lines;    /* lines lost since it was reported */
+  int64_t ts_sec;           /* the second ts holds */
+  char ts[24];              /* "YYYY-MM-DDTHH:MM:SS" */
+};
+
+static const char *const level_text[] = {"DEBUG", "INFO ", "WARN ", "ERROR"};
+
+/* ---- the writer thread --------------------------------------------------- */
+
+/* Writes n bytes; returns 0 or an errno, *done the bytes written. */
+static int write_all(int fd, const char *p, size_t n, size_t *done) {
+  *done = 0;
+  while (*done < n) {
+    ssize_t w = write(fd, p + *done, n - *done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    *done += (size_t)w;
+  }
+  return 0;
+}
+
+/* Renames <path>.k-1 to .k down to <path> to .1 (keep 0: removes <path>).
+   Returns 0 or an errno. */
+static int rotate(const arbor_logfiles *lf, const char *path) {
+  char from[PATH_MAX + 16], to[PATH_MAX + 16];
+  if (lf->keep == 0) return unlink(path) < 0 && errno != ENOENT ? errno : 0;
+  for (unsigned k = lf->keep; k >= 2; k--) {
+    snprintf(from, sizeof from, "%s.%u", path, k - 1);
+    snprintf(to, sizeof to, "%s.%u", path, k);
+    if (rename(from, to) < 0 && errno != ENOENT) return errno;
+  }
+  snprintf(to, sizeof to, "%s.1", path);
+  return rename(path, to) < 0 ? errno : 0;
+}
+
+static int open_log(const char *path, uint64_t *size) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return -errno;
+  struct stat st;
+  *size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+  return fd;
+}
+
+/* Appends it's buffer to its file, rotating it before it would pass
+   max_bytes (at a line's end; a single line longer than that is written
+   whole into an empty file). */
+static void write_item(const arbor_logfiles *lf, item *it) {
+  char path[PATH_MAX];
+  int pl = snprintf(path, sizeof path, "%s/%.*s.log", lf->dir,
+                    (int)it->f->nlen, it->f->name);
+  if (pl < 0 || (size_t)pl >= sizeof path) {
+    it->err = ENAMETOOLONG;
+    return;
+  }
+  uint64_t size;
+  int fd = open_log(path, &size);
+  if (fd < 0) {
+    it->err = -fd;
+    return;
+  }
+  size_t off = 0;
+  while (off < it->len) {
+    size_t rest = it->len - off, chunk;
+    const char *p = it->buf + off;
+    if (size + rest <= lf->max_bytes) {
+      chunk = rest;
+    } else {
+      size_t room = size < lf->max_bytes ? (size_t)(lf->max_bytes - size) : 0;
+      const char *nl = room ? memrchr(p, '\n', room) : NULL;
+      if (nl) {
+        chunk = (size_t)(nl - p) + 1;
+      } else if (size == 0) { /* one line longer than the limit */
+        nl = memchr(p, '\n', rest);
+        chunk = nl ? (size_t)(nl - p) + 1 : rest;
+      } else {
+        close(fd);
+        if ((it->err = rotate(lf, path)) != 0) return;
+        if ((fd = open_log(path, &size)) < 0) {
+          it->err = -fd;
+          return;
+        }
+        continue;
+      }
+    }
+    size_t done;
+    it->err = write_all(fd, p, chunk, &done);
+    if (it->err && done > 0) { /* a line cut short goes: the file keeps
+                                  whole lines (a marker follows them) */
+      const char *nl = memrchr(p, '\n', done);
+      size_t whole = nl ? (size_t)(nl - p) + 1 : 0;
+      if (ftruncate(fd, (off_t)(size + whole)) == 0) done = whole;
+    }
+    off += done;
+    size += done;
+    it->written = off;
+    if (it->err) break;
+  }
+  close(fd);
+}
+
+static void writer_main(void *arg) {
+  arbor_logfiles *lf = arg;
+  uv_mutex_lock(&lf->mu);
+  for (;;) {
+    while (lf->state != B_QUEUED && !lf->quit) uv_cond_wait(&lf->cv, &lf->mu);
+    if (lf->state != B_QUEUED) break; /* quit, nothing left */
+    uv_mutex_unlock(&lf->mu);
+    for (size_t i = 0; i < lf->nbatch; i++) write_item(lf, &lf->batch[i]);
+    uv_mutex_lock(&lf->mu);
+    lf->state = B_DONE;
+    uv_cond_broadcast(&lf->cv);
+  }
+  uv_mutex_unlock(&lf->mu);
+}
+
+/* ---- the loop's side ------------------------------------------------------ */
+
+static int reserve(arbor_logfile *f, size_t more) {
+  if (f->len + more <= f->cap) return 0;
+  size_t cap = f->cap ? f->cap : 4096;
+  while (cap < f->len + more) cap *= 2;
+  char *b = realloc(f->buf, cap);
+  if (!b) return -1;
+  f->buf = b;
+  f->cap = cap;
+  return 0;
+}
+
+static void mark_dirty(arbor_logfiles *lf, arbor_logfile *f) {
+  if (f->dirty) return;
+  f->dirty = 1;
+  f->next_dirty = lf->dirty;
+  lf->dirty = f;
+}
+
+/* Writes the timestamp of wall (RFC 3339, UTC, milliseconds) at p; 24
+   bytes. */
+static void timestamp(arbor_logfiles *lf, double wall, char *p) {
+  if (wall < 0) wall = 0;
+  int64_t sec = (int64_t)wall;
+  int ms = (int)((wall - (double)sec) * 1000.0);
+  if (ms > 999) ms = 999;
+  if (sec != lf->ts_sec) {
+    time_t t = (time_t)sec;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(lf->ts, sizeof lf->ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    lf->ts_sec = sec;
+  }
+  memcpy(p, lf->ts, 19);
+  p[19] = '.';
+  p[20] = (char)('0' + ms / 100);
+  p[21] = (char)('0' + ms / 10 % 10);
+  p[22] = (char)('0' + ms % 10);
+  p[23] = 'Z';
+}
+
+/* Appends a formatted line to f (room reserved by the caller): "<time>
+   <LEVEL> <dn>: <text>", a newline in text written as \n. */
+static void put_line(arbor_logfile *f, double wall, int level, const char *s,
+                     size_t n) {
+  char *p = f->buf + f->len;
+  timestamp(f->lf, wall, p);
+  p += 24;
+  *p++ = ' ';
+  memcpy(p, level_text[level & 3], 5);
+  p += 5;
+  *p++ = ' ';
+  memcpy(p, f->name, f->nlen);
+  p += f->nlen;
+  *p++ = ':';
+  *p++ = ' ';
+  for (;;) {
+    const char *nl = memchr(s, '\n', n);
+    size_t take = nl ? (size_t)(nl - s) : n;
+    memcpy(p, s, take);
+    p += take;
+    if (!nl) break;
+    *p++ = '\\';
+    *p++ = 'n';
+    s += take + 1;
+    n -= take + 1;
+  }
+  *p++ = '\n';
+  f->len = (size_t)(p - f->buf);
+}
+
+/* The room put_line needs at most. */
+static size_t line_room(const arbor_logfile *f, const char *s, size_t n) {
+  size_t extra = 0;
+  for (const char *q = s, *end = s + n; (q = memchr(q, '\n', (size_t)(end - q)));
+       q++)
+    extra++;
+  return 24 + 7 + f->nlen + 2 + n + extra + 1;
+}
+
+/* Appends the marker of f->dropped lines, if there is room for one more. */
+static void put_marker(arbor_logfile *f, double wall) {
+  if (!f->dropped || f->nmarks == MARKS) return;
+  char text[64];
+  int tl = snprintf(text, sizeof text, "... %llu lines dropped",
+                    (unsigned long long)f->dropped);
+  if (reserve(f, line_room(f, text, (size_t)tl)) < 0) return;
+  mark *m = &f->marks[f->nmarks++];
+  m->off = f->len;
+  put_line(f, wall, ARBOR_LOG_WARN, text, (size_t)tl);
+  m->len = f->len - m->off;
+  m->n = f->dropped;
+  f->lf->pending += m->len;
+  f->dropped = 0;
+}
+
+static void on_tick(uv_timer_t *t);
+
+void arbor_logfile_append(arbor_engine *e, arbor_logfile *f, double wall,
+                          int level, const char *s, size_t n) {
+  arbor_logfiles *lf = f->lf;
+  size_t room = line_room(f, s, n);
+  if (lf->pending + room > lf->max_pending || reserve(f, room + 96) < 0) {
+    f->dropped++;
+    e->log_lines_dropped++;
+    return;
+  }
+  put_marker(f, wall);
+  put_line(f, wall, level, s, n);
+  lf->pending += room;
+  mark_dirty(lf, f);
+  if (lf->pending >= lf->early && !lf->kicked) { /* flush early */
+    lf->kicked = 1;
+    uv_timer_start(&lf->timer, on_tick, 0, lf->interval_ms);
+  }
+}
+
+static void free_file(arbor_logfiles *lf, arbor_logfile *f) {
+  if (f->prev) f->prev->next = f->next;
+  else lf->all = f->next;
+  if (f->next) f->next->prev = f->prev;
+  free(f->buf);
+  free(f->name);
+  free(f);
+}
+
+arbor_logfile *arbor_logfile_new(arbor_logfiles *lf, const char *dn,
+                                 size_t len) {
+  arbor_logfile *f = calloc(1, sizeof *f);
+  char *name = malloc(len + 1);
+  if (!f || !name) {
+    free(f);
+    free(name);
+    return NULL;
+  }
+  memcpy(name, dn, len);
+  name[len] = '\0';
+  f->lf = lf;
+  f->name = name;
+  f->nlen = len;
+  f->next = lf->all;
+  if (lf->all) lf->all->prev = f;
+  lf->all = f;
+  return f;
+}
+
+void arbor_logfile_release(arbor_logfiles *lf, arbor_logfile *f) {
+  if (f->dirty || f->busy)
+    f->released = 1;
+  else
+    free_file(lf, f);
+}
+
+/* Counts the lines of it that did not reach the file (a marker's lines
+   count as what it told) and puts them back on its file as dropped, told
+   by a marker before what the file buffered since. */
+static uint64_t lost_lines(const item *it) {
+  uint64_t lost = 0, marker_lines = 0;
+  for (unsigned i = 0; i < it->nmarks; i++)
+    if (it->marks[i].off + it->marks[i].len > it->written) {
+      lost += it->marks[i].n;
+      marker_lines++;
+    }
+  size_t from = it->written;
+  /* a line cut by the failure is lost whole */
+  while (from > 0 && it->buf[from - 1] != '\n') from--;
+  for (const char *q = it->buf + from, *end = it->buf + it->len;
+       (q = memchr(q, '\n', (size_t)(end - q))); q++)
+    lost++;
+  return lost - marker_lines;
+}
+
+/* Puts a marker of n lines at the start of f's buffer. */
+static void prepend_marker(arbor_logfile *f, uint64_t n, double wall) {
+  uint64_t later = f->dropped;
+  size_t len = f->len;
+  unsigned nm = f->nmarks;
+  if (nm == MARKS || len == 0) { /* told with the next ones */
+    f->dropped += n;
+    return;
+  }
+  mark saved[MARKS];
+  memcpy(saved, f->marks, sizeof saved);
+  f->dropped = n;
+  f->nmarks = 0;
+  put_marker(f, wall); /* at the end, moved to the front below */
+  if (f->nmarks == 0) {
+    f->dropped = later + n;
+    f->nmarks = nm;
+    memcpy(f->marks, saved, sizeof saved);
+    return;
+  }
+  mark m = f->marks[0];
+  char tmp[128];
+  memcpy(tmp, f->buf + m.off, m.len);
+  memmove(f->buf + m.len, f->buf, len);
+  memcpy(f->buf, tmp, m.len);
+  m.off = 0;
+  f->marks[0] = m;
+  for (unsigned i = 0; i < nm; i++) {
+    f->marks[i + 1] = saved[i];
+    f->marks[i + 1].off += m.len;
+  }
+  f->nmarks = nm + 1;
+  f->dropped = later;
+}
+
+/* The writer is done with the batch: frees it, counts what failed and
+   reports the first failure (and the end of failures). */
+static void collect(arbor_logfiles *lf) {
+  arbor_engine *e = lf->e;
+  char msg[PATH_MAX + 256];
+  int failed = 0;
+  double wall = e->wall0 + arbor_engine_step_time(e);
+  for (size_t i = 0; i < lf->nbatch; i++) {
+    item *it = &lf->batch[i];
+    arbor_logfile *f = it->f;
+    f->busy = 0;
+    if (it->err) {
+      uint64_t lost = lost_lines(it);
+      lf->failed_lines += lost;
+      e->log_lines_dropped += lost;
+      lf->pending -= it->len;
+      if (!f->released) prepend_marker(f, lost, wall);
+      if (!failed && !lf->failing) {
+        snprintf(msg, sizeof msg,
+                 "log file %s/%s.log: %s: its lines are dropped (counted, "
+                 "and a marker line says how many) and writing is retried "
+                 "at each flush",
+                 lf->dir, f->name, strerror(it->err));
+        failed = 1;
+        lf->failing = 1;
+        if (lf->report) lf->report(e, ARBOR_LOG_ERROR, msg);
+      }
+      failed = 1;
+    } else {
+      lf->pending -= it->len;
+    }
+    free(it->buf);
+    if (f->released && !f->dirty) free_file(lf, f);
+  }
+  lf->nbatch = 0;
+  if (!failed && lf->failing) {
+    lf->failing = 0;
+    snprintf(msg, sizeof msg,
+             "log files: writing works again (%llu lines were dropped)",
+             (unsigned long long)lf->failed_lines);
+    lf->failed_lines = 0;
+    if (lf->report) lf->report(e, ARBOR_LOG_WARN, msg);
+  }
+}
+
+/* Takes the dirty files' buffers into the batch. 0 when there was none. */
+static int take(arbor_logfiles *lf) {
+  size_t n = 0;
+  for (arbor_logfile *f = lf->dirty; f; f = f->next_dirty) n++;
+  if (!n) return 0;
+  if (n > lf->batch_cap) {
+    item *b = realloc(lf->batch, n * sizeof *b);
+    if (!b) return 0;
+    lf->batch = b;
+    lf->batch_cap = n;
+  }
+  arbor_logfile *f = lf->dirty;
+  lf->dirty = NULL;
+  lf->nbatch = 0;
+  for (; f; f = f->next_dirty) {
+    f->dirty = 0;
+    if (f->len == 0) continue;
+    item *it = &lf->batch[lf->nbatch++];
+    memset(it, 0, sizeof *it);
+    it->f = f;
+    it->buf = f->buf;
+    it->len = f->len;
+    memcpy(it->marks, f->marks, sizeof it->marks);
+    it->nmarks = f->nmarks;
+    f->buf = NULL;
+    f->len = f->cap = 0;
+    f->nmarks = 0;
+    f->busy = 1;
+  }
+  return lf->nbatch > 0;
+}
+
+void arbor_logfiles_flush(arbor_engine *e) {
+  arbor_logfiles *lf = e->logfiles;
+  if (!lf) return;
+  uv_mutex_lock(&lf->mu);
+  int st = lf->state;
+  uv_mutex_unlock(&lf->mu);
+  if (st == B_QUEUED) return; /* the writer is busy: next time */
+  if (st == B_DONE) {
+    collect(lf);
+    lf->state = B_IDLE;
+  }
+  if (!take(lf)) return;
+  uv_mutex_lock(&lf->mu);
+  lf->state = B_QUEUED;
+  uv_cond_signal(&lf->cv);
+  uv_mutex_unlock(&lf->mu);
+}
+
+static void on_tick(uv_timer_t *t) {
+  arbor_logfiles *lf = t->data;
+  if (lf->kicked) {
+    lf->kicked = 0;
+    uv_timer_start(&lf->timer, on_tick, lf->interval_ms, lf->interval_ms);
+  }
+  arbor_logfiles_flush(lf->e);
+}
+
+static void report_stderr(arbor_engine *e, int level, const char *text) {
+  (void)e;
+  (void)level;
+  fprintf(stderr, "arbor: %s\n", text);
+}
+
+static void on_timer_closed(uv_handle_t *h) { free(h->data); }
+
+int arbor_logfiles_open(arbor_engine *e, const arbor_logfile_opts *o) {
+  uv_loop_t *loop = arbor_engine_loop(e);
+  if (!loop || e->logfiles) return -EINVAL;
+  if (mkdir(o->dir, 0755) < 0 && errno != EEXIST) return -errno;
+  if (access(o->dir, W_OK | X_OK) < 0) return -errno;
+  arbor_logfiles *lf = calloc(1, sizeof *lf);
+  if (!lf) return -ENOMEM;
+  lf->dir = strdup(o->dir);
+  if (!lf->dir) {
+    free(lf);
+    return -ENOMEM;
+  }
+  lf->e = e;
+  lf->max_bytes = o->max_bytes ? o->max_bytes : 10u << 20;
+  lf->keep = o->keep;
+  lf->max_pending = o->max_pending ? o->max_pending : 8u << 20;
+  lf->early = lf->max_pending / 8;
+  lf->interval_ms = o->interval > 0 ? (uint64_t)(o->interval * 1000) : 1000;
+  if (!lf->interval_ms) lf->interval_ms = 1;
+  lf->report = o->report;
+  lf->ts_sec = -1;
+  if (uv_mutex_init(&lf->mu) != 0) goto fail;
+  if (uv_cond_init(&lf->cv) != 0) {
+    uv_mutex_destroy(&lf->mu);
+    goto fail;
+  }
+  if (uv_thread_create(&lf->thread, writer_main, lf) != 0) {
+    uv_cond_destroy(&lf->cv);
+    uv_mutex_destroy(&lf->mu);
+    goto fail;
+  }
+  uv_timer_init(loop, &lf->timer);
+  lf->timer.data = lf;
+  uv_timer_start(&lf->timer, on_tick, lf->interval_ms, lf->interval_ms);
+  uv_unref((uv_handle_t *)&lf->timer);
+  e->logfiles = lf;
+  return 0;
+fail:
+  free(lf->dir);
+  free(lf);
+  return -ENOMEM;
+}
+
+void arbor_logfiles_close(arbor_engine *e) {
+  arbor_logfiles *lf = e->logfiles;
+  if (!lf) return;
+  uv_mutex_lock(&lf->mu);
+  while (lf->state == B_QUEUED) uv_cond_wait(&lf->cv, &lf->mu);
+  uv_mutex_unlock(&lf->mu);
+  if (lf->state == B_DONE) {
+    collect(lf);
+    lf->state = B_IDLE;
+  }
+  int more = take(lf);
+  uv_mutex_lock(&lf->mu);
+  if (more) lf->state = B_QUEUED;
+  lf->quit = 1;
+  uv_cond_signal(&lf->cv);
+  uv_mutex_unlock(&lf->mu);
+  uv_thread_join(&lf->thread);
+  e->logfiles = NULL; /* what collect reports is not written any more */
+  if (lf->state == B_DONE) {
+    lf->report = report_stderr; /* the tree's log is not written now */
+    collect(lf);
+  }
+  uv_cond_destroy(&lf->cv);
+  uv_mutex_destroy(&lf->mu);
+  while (lf->all) free_file(lf, lf->all);
+  free(lf->batch);
+  free(lf->dir);
+  uv_close((uv_handle_t *)&lf->timer, on_timer_closed);
+}

@@ -1,0 +1,53 @@
+/* logfile.h: durable logs (`arbor run --log-dir DIR`): each DN's lines in
+ * DIR/<dn>.log, rotated by size, written off the engine's loop.
+ *
+ * The engine appends a formatted line to its file's buffer in memory (a
+ * memcpy); a timer hands the buffers to a writer thread every interval,
+ * which appends them to the files and rotates them (rename-based: .log
+ * becomes .log.1, .1 becomes .2, ... up to keep). What the buffers may hold
+ * is bounded: past the bound lines are dropped and counted, and the file
+ * gets a marker line "... N lines dropped". A failed write (a full disk)
+ * drops its lines the same way, is reported once and retried at the next
+ * flush; nothing stops the tree.
+ */
+#ifndef ARBOR_LOGFILE_H
+#define ARBOR_LOGFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+
+typedef struct arbor_logfiles arbor_logfiles;
+typedef struct arbor_logfile arbor_logfile;
+
+typedef struct arbor_logfile_opts {
+  const char *dir;
+  uint64_t max_bytes;  /* a file is rotated before it passes this size */
+  unsigned keep;       /* rotated files kept: <dn>.log.1 .. .keep */
+  double interval;     /* seconds between flushes */
+  size_t max_pending;  /* bytes buffered before lines are dropped */
+  /* told of a write error (once until writing works again) and of its
+     end; text is borrowed. May log (it runs on the loop, not in append). */
+  void (*report)(arbor_engine *e, int level, const char *text);
+} arbor_logfile_opts;
+
+/* Starts writing e's log files (e's loop; the real clock only). Returns 0
+   or a negative errno (the directory cannot be made or written). */
+int arbor_logfiles_open(arbor_engine *e, const arbor_logfile_opts *o);
+/* The file of a DN (len bytes), or NULL on OOM. */
+arbor_logfile *arbor_logfile_new(arbor_logfiles *lf, const char *dn,
+                                 size_t len);
+/* Buffers one line of f: its wall-clock time, level and text. Cheap: no
+   system call. */
+void arbor_logfile_append(arbor_engine *e, arbor_logfile *f, double wall,
+                          int level, const char *s, size_t n);
+/* f's owner is gone: f is freed once its lines are written. */
+void arbor_logfile_release(arbor_logfiles *lf, arbor_logfile *f);
+/* Hands what is buffered to the writer now (unless it is busy). */
+void arbor_logfiles_flush(arbor_engine *e);
+/* Writes what is buffered (waiting for the writer), stops the writer and
+   frees everything once the timer is closed. e->logfiles becomes NULL. */
+void arbor_logfiles_close(arbor_engine *e);
+
+#endif
