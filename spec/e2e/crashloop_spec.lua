@@ -8,20 +8,8 @@ local bin, q, sh, eventually = support.bin, support.q, support.sh, support.event
 
 describe("crash loops and stuck starts under the defaults", function()
   local e
-  setup(function()
-    local dir = support.mktemp()
-    e = {dir = dir, sock = dir .. "/ctl.sock"}
-    local p = io.popen(string.format("sh -c 'echo $$; exec %s run --quiet --control %s %s' > %s/out 2>&1 & echo $!",
-      bin, q(e.sock), "spec/e2e/fixtures/crashloop.lua", q(dir)))
-    e.pid = tonumber(p:read("l"))
-    p:close()
-  end)
-
-  teardown(function()
-    os.execute("kill " .. e.pid .. " 2>/dev/null")
-    eventually(function() return os.execute("kill -0 " .. e.pid .. " 2>/dev/null") ~= true end)
-    os.execute("rm -rf " .. q(e.dir))
-  end)
+  setup(function() e = support.run_arbor("--quiet spec/e2e/fixtures/crashloop.lua") end)
+  teardown(function() support.stop_arbor(e) end)
 
   local function ctl(args) return sh(bin .. " ctl " .. q(e.sock) .. " " .. args) end
 

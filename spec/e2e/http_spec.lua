@@ -15,27 +15,20 @@ local function value(text, name, labels)
   return tonumber(text:match("\n" .. name:gsub("%p", "%%%0") .. (labels or ""):gsub("%p", "%%%0") .. " (%S+)"))
 end
 
--- Starts arbor on the fixture (env: more variables for it).
+-- Starts arbor on the fixture (env: more variables for it), serving HTTP
+-- on a free port: e.port.
 local function start(env)
-  local dir = support.mktemp()
-  local e = {dir = dir, ready = dir .. "/ready"}
-  e.sock = dir .. "/ctl.sock"
-  local p = io.popen(string.format("%s READY_FILE=%s sh -c 'echo $$; exec %s run --control %s --http 127.0.0.1:0 %s' 2> %s/err > /dev/null & echo $!",
-    env or "", q(e.ready), bin, q(e.sock), "spec/e2e/fixtures/http.lua", q(dir)))
-  e.pid = tonumber(p:read("l"))
-  p:close()
+  local e = support.run_arbor("--http 127.0.0.1:0 spec/e2e/fixtures/http.lua",
+    function(dir) return (env or "") .. " READY_FILE=" .. q(dir .. "/ready") end)
+  e.ready = e.dir .. "/ready"
   assert.is_true(eventually(function()
-    e.port = (read(dir .. "/err") or ""):match("serving http://127%.0%.0%.1:(%d+)")
+    e.port = (read(e.dir .. "/err") or ""):match("serving http://127%.0%.0%.1:(%d+)")
     return e.port
   end))
   return e
 end
 
-local function stop(e)
-  os.execute("kill " .. e.pid .. " 2>/dev/null")
-  eventually(function() return os.execute("kill -0 " .. e.pid .. " 2>/dev/null") ~= true end)
-  os.execute("rm -rf " .. q(e.dir))
-end
+local stop = support.stop_arbor
 
 describe("arbor run --http, a wide tree", function()
   it("/metrics of a few MB (many chunks) is whole: its length, promtool, the last node", function()

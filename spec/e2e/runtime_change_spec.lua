@@ -3,7 +3,7 @@
 -- node:remove stops and removes it.
 local json = require "arbor.json"
 local support = require "e2e.support"
-local bin, q, sh, read, eventually = support.bin, support.q, support.sh, support.read, support.eventually
+local bin, q, sh, eventually = support.bin, support.q, support.sh, support.eventually
 
 local function ctl(e, args) return sh(bin .. " ctl " .. q(e.sock) .. " " .. args) end
 
@@ -20,23 +20,14 @@ end
 describe("runtime changes, end to end", function()
   local e
   before_each(function()
-    local dir = support.mktemp()
-    e = {dir = dir, sock = dir .. "/ctl.sock"}
-    local p = io.popen(string.format("sh -c 'echo $$; exec %s run --quiet --control %s %s' > %s/out 2>&1 & echo $!",
-      bin, q(e.sock), "spec/e2e/fixtures/runtime_change.lua", q(dir)))
-    e.pid = tonumber(p:read("l"))
-    p:close()
+    e = support.run_arbor("--quiet spec/e2e/fixtures/runtime_change.lua")
     assert.is_true(eventually(function()
       local n = node(e, "root.sup.worker")
       return n and n.state == "HEALTHY"
     end))
   end)
 
-  after_each(function()
-    os.execute("kill " .. e.pid .. " 2>/dev/null")
-    eventually(function() return os.execute("kill -0 " .. e.pid .. " 2>/dev/null") ~= true end)
-    os.execute("rm -rf " .. q(e.dir))
-  end)
+  after_each(function() support.stop_arbor(e) end)
 
   it("a swap survives the parent's restart, until unswap", function()
     local code, out = ctl(e, "eval " .. q([[

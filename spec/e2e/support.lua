@@ -43,6 +43,28 @@ function M.read(path)
   return s
 end
 
+--- Starts `arbor run --control SOCK ARGS` in the background in a fresh
+-- directory; its stdout and stderr go to DIR/out and DIR/err. env: "K=V ..."
+-- set for it, or a function of DIR that returns them. Returns {pid, dir,
+-- sock}; stop_arbor ends it.
+function M.run_arbor(args, env)
+  local dir = M.mktemp()
+  local e = {dir = dir, sock = dir .. "/ctl.sock"}
+  if type(env) == "function" then env = env(dir) end
+  local p = io.popen(string.format("%s sh -c 'echo $$; exec %s run --control %s %s' > %s/out 2> %s/err & echo $!",
+    env or "", M.bin, M.q(e.sock), args, M.q(dir), M.q(dir)))
+  e.pid = tonumber(p:read("l"))
+  p:close()
+  return e
+end
+
+--- Ends an arbor that run_arbor started (SIGTERM), and removes its directory.
+function M.stop_arbor(e)
+  os.execute("kill " .. e.pid .. " 2>/dev/null")
+  M.eventually(function() return os.execute("kill -0 " .. e.pid .. " 2>/dev/null") ~= true end)
+  os.execute("rm -rf " .. M.q(e.dir))
+end
+
 --- Polls every 10 ms until pred() holds; false after `tries` polls (default
 -- 2000: 20 s, a failure guard, never a timing the specs rely on).
 function M.eventually(pred, tries)
