@@ -275,17 +275,12 @@ function M.ctl(args)
     errf("arbor ctl: unknown command '%s'\n%s", cmd, ctl_usage)
     return 2
   end
-  if flags.ready and cmd ~= "status" then
-    errf("arbor ctl %s: --ready is an option of status\n%s", cmd, command_usage(cmd))
-    return 2
-  end
-  if flags.openmetrics and cmd ~= "metrics" then
-    errf("arbor ctl %s: --openmetrics is an option of metrics\n%s", cmd, command_usage(cmd))
-    return 2
-  end
-  if flags.since and cmd ~= "logs" then
-    errf("arbor ctl %s: --since is an option of logs\n%s", cmd, command_usage(cmd))
-    return 2
+  -- the options of one command only
+  for _, o in ipairs{{"ready", "status"}, {"openmetrics", "metrics"}, {"since", "logs"}} do
+    if flags[o[1]] and cmd ~= o[2] then
+      errf("arbor ctl %s: --%s is an option of %s\n%s", cmd, o[1], o[2], command_usage(cmd))
+      return 2
+    end
   end
   if (want >= 0 and #pos ~= want) or (want < 0 and #pos > 1) then
     errf("arbor ctl %s: wrong number of arguments\n%s", cmd, ctl_usage)
