@@ -24,7 +24,8 @@ local function lines(text)
 end
 
 -- Starts arbor in the background on script (text) in dir with args; returns
--- {pid, out (stdout and stderr's file), rc (the exit status' file)}.
+-- {pid, out (stdout and stderr's file), rc (the exit status' file)}. The
+-- test that starts it kills what is left of it when it ends, passed or not.
 local function start(dir, script, args)
   write(dir .. "/tree.lua", script)
   local a = {pid = nil, out = dir .. "/out", rc = dir .. "/rc"}
@@ -32,6 +33,7 @@ local function start(dir, script, args)
     bin, args or "", q(dir .. "/tree.lua"), q(a.out), q(dir), q(a.rc), q(a.rc), q(a.rc)))
   assert(eventually(function() return read(dir .. "/pid") end))
   a.pid = tonumber(read(dir .. "/pid"))
+  finally(function() os.execute("kill -9 " .. a.pid .. " 2>/dev/null") end)
   return a
 end
 

@@ -64,7 +64,7 @@ describe("runtime changes, end to end", function()
     end))
     -- [x]: pgrep's own shell, whose command line holds the pattern, does not match
     local pattern = marker:sub(1, -2) .. "[" .. marker:sub(-1) .. "]"
-    local marked = function() return (select(2, sh("pgrep -f " .. q(pattern)))) end
+    local marked = function() return (select(2, sh(support.plain .. "pgrep -f " .. q(pattern)))) end
     assert.matches("%d", marked())
     code, out = ctl(e, "eval " .. q([[arbor.node("root.sup.extra"):remove()]]))
     assert.equal(0, code, out)

@@ -6,9 +6,9 @@ local M = {}
 M.bin = os.getenv("ARBOR_BIN") or "build/arbor"
 M.fixtures = "spec/e2e/fixtures/"
 
---- Prefix for outside tools the specs run (curl): the ASan stage of
--- scripts/test preloads the sanitizer runtime into lua5.4, and curl, which
--- would inherit it, deadlocks under it.
+--- Prefix for outside tools the specs run (curl, pgrep): the ASan stage of
+-- scripts/test preloads the sanitizer runtime into lua5.4, and curl and
+-- pgrep, which would inherit it, can deadlock under it.
 M.plain = "env -u LD_PRELOAD -u ASAN_OPTIONS "
 
 --- s quoted for the shell.
