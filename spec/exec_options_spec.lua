@@ -110,3 +110,37 @@ describe("ctx:exec(argv, opts)", function()
     assert.matches("root.t: ctx:exec: argv must be a table of strings, got a string", err, 1, true)
   end)
 end)
+
+describe("arbor.exec under a wrapped ctx", function()
+  -- A supervisor may hand arbor.exec's runnable its own table standing for
+  -- the ctx (the soak's tree does, to see the process handle): the runnable
+  -- still starts its program, through ctx:exec, which the wrapper sees.
+  it("starts the program through the wrapper's exec and applies its defaults", function()
+    local arbor = require "arbor"
+    local seen, state, err
+    local ok, why = pcall(arbor.run, function(ctx)
+      ctx:run("w", function(c)
+        local wrapper = setmetatable({exec = function(_, argv, o)
+          local p, e = c:exec(argv, o)
+          seen = p
+          return p, e
+        end}, {__index = function(_, k)
+          local v = c[k]
+          if type(v) == "function" then return function(_, ...) return v(c, ...) end end
+          return v
+        end})
+        return arbor.exec({"true"}, {oneshot = true})(wrapper)
+      end)
+      ctx:signal("healthy")
+      while arbor.node("root.w").state ~= "DONE" and arbor.node("root.w").state ~= "DEAD" do
+        ctx:sleep(0.01)
+      end
+      state, err = arbor.node("root.w").state, arbor.node("root.w").error
+      arbor.stop()
+      ctx:wait()
+    end, {signals = false, control = false})
+    assert.is_true(ok, why)
+    assert.equal("DONE", state, err)
+    assert.is_not_nil(seen)
+  end)
+end)

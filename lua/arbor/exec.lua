@@ -321,6 +321,11 @@ local function check_launch(argv, spec)
   return true
 end
 
+-- The options of an arbor.exec runnable, checked when arbor.exec was
+-- called: its runnable starts its program through ctx:exec (a table
+-- standing for the ctx sees it), which does not check them again.
+local Checked = {}
+
 local function launch(ctx, argv, spec)
   local env, env_path = environment(spec)
   local rl = spec.rlimits
@@ -358,6 +363,7 @@ end
 -- directory: /usr/bin/nope", EACCES, ENOEXEC, ...).
 -- The process is stopped when the incarnation ends (after ctx:defer's).
 function M.exec(ctx, argv, opts)
+  if getmetatable(opts) == Checked then return launch(ctx, argv, opts) end
   local problems = {}
   check_argv(argv, problems)
   local spec
@@ -385,15 +391,23 @@ for k in pairs(runnable_only) do runnable_options[k] = true end
 -- src/engine/deadline.c); a process brings its defaults, which the node's
 -- own options override, and its EXTEND_TIMEOUT_USEC.
 
+-- The node's own ctx: the runnable may be given a table standing for it.
+local function own(ctx) return type(ctx) == "userdata" and ctx or core.self() end
+
 -- At each start: the process's defaults for the node's timing options.
 local function engine_defaults(ctx, min_uptime, ready_timeout)
+  ctx = own(ctx)
+  if not ctx then return end
   core.default_min_uptime(ctx, min_uptime)
   core.default_ready_timeout(ctx, ready_timeout)
 end
 
 -- EXTEND_TIMEOUT_USEC during the start: not failed as not ready before
 -- `seconds` from now (systemd's rule: only ever later).
-local function engine_extend_start(ctx, seconds) core.extend_ready(ctx, seconds) end
+local function engine_extend_start(ctx, seconds)
+  ctx = own(ctx)
+  if ctx then core.extend_ready(ctx, seconds) end
+end
 
 -- -------------------------------------------------------------------------
 
@@ -633,7 +647,7 @@ function M.runnable(argv, opts)
     if exec_options[k] and k ~= "ready" then eopts[k] = v end
   end
   local r = readiness(opts.ready, problems)
-  local spec = check_exec(eopts, problems)
+  local spec = setmetatable(check_exec(eopts, problems), Checked)
   spec.ready = ready_modes[r.kind] or 0
   if opts.watchdog ~= nil and not seconds(opts.watchdog, true) then
     bad(problems, "option 'watchdog' must be a finite number > 0 (seconds), got %s",
@@ -663,7 +677,7 @@ function M.runnable(argv, opts)
       ctx:signal("healthy")
       return ctx:wait()
     end
-    local proc, err = launch(ctx, argv, spec)
+    local proc, err = ctx:exec(argv, spec)
     if not proc then error(err, 0) end
     local ok, ready = pcall(wait_ready, ctx, proc, r)
     if not ok then
