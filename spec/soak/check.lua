@@ -69,7 +69,8 @@ end
 function M.parse_stderr(path)
   local logs, reports = {}, {}
   for l in lines(path) do
-    local dn, text = l:match("^%s*%d+%.%d+ (%S+)%s+| (.*)$")
+    -- the wall-clock time (15:08:11.058) arbor run prints, or engine seconds
+    local dn, text = l:match("^%s*[%d:]+%.%d+ (%S+)%s+| (.*)$")
     if dn then
       local w, n = text:match("^L (%S+) (%d+)$")
       if not w then w, n = text:match("^stdout: L (%S+) (%d+)$") end
