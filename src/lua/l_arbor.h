@@ -72,6 +72,10 @@ int arbor_push_errno(lua_State *L, int err, const char *fmt, ...);
    ARBOR_ERRNAME bytes); returns buf. */
 const char *arbor_errname(int err, char *buf);
 
+/* Adds methods m to engine objects (after arbor_open_engine; l_util.c).
+   [-0, +0, m] */
+void arbor_engine_methods(lua_State *L, const luaL_Reg *m);
+
 /* The engine of the engine object at idx; raises when closed (l_engine.c). */
 arbor_engine *arbor_check_engine(lua_State *L, int idx);
 

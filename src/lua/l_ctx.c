@@ -713,9 +713,7 @@ void arbor_open_ctx(lua_State *L) {
   lua_pushcfunction(L, l_self);
   lua_setfield(L, -2, "self");
   luaL_setfuncs(L, ctx_private, 0);
-  luaL_getmetatable(L, ARBOR_ENGINE_MT);
-  lua_getfield(L, -1, "__index");
-  lua_pushcfunction(L, l_add_child);
-  lua_setfield(L, -2, "add_child");
-  lua_pop(L, 2);
+  static const luaL_Reg engine_methods[] = {{"add_child", l_add_child},
+                                            {NULL, NULL}};
+  arbor_engine_methods(L, engine_methods);
 }

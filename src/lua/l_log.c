@@ -264,9 +264,6 @@ static const luaL_Reg funcs[] = {
 /* [-0, +0, m] adds the functions to the module table on top, and e:logs. */
 void arbor_open_log(lua_State *L) {
   luaL_setfuncs(L, funcs, 0);
-  luaL_getmetatable(L, ARBOR_ENGINE_MT);
-  lua_getfield(L, -1, "__index");
-  lua_pushcfunction(L, l_logs);
-  lua_setfield(L, -2, "logs");
-  lua_pop(L, 2);
+  static const luaL_Reg methods[] = {{"logs", l_logs}, {NULL, NULL}};
+  arbor_engine_methods(L, methods);
 }

@@ -578,9 +578,7 @@ static int l_metrics_text(lua_State *L) {
 }
 
 void arbor_open_metrics(lua_State *L) {
-  luaL_getmetatable(L, ARBOR_ENGINE_MT);
-  lua_getfield(L, -1, "__index");
-  lua_pushcfunction(L, l_metrics_text);
-  lua_setfield(L, -2, "metrics_text");
-  lua_pop(L, 2);
+  static const luaL_Reg methods[] = {{"metrics_text", l_metrics_text},
+                                     {NULL, NULL}};
+  arbor_engine_methods(L, methods);
 }

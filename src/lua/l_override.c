@@ -223,8 +223,6 @@ static int l_remove(lua_State *L) {
 }
 
 void arbor_open_override(lua_State *L) {
-  luaL_getmetatable(L, ARBOR_ENGINE_MT);
-  lua_getfield(L, -1, "__index");
   static const luaL_Reg methods[] = {
       {"swap", l_swap},
       {"unswap", l_unswap},
@@ -233,6 +231,5 @@ void arbor_open_override(lua_State *L) {
       {"remove", l_remove},
       {NULL, NULL},
   };
-  luaL_setfuncs(L, methods, 0);
-  lua_pop(L, 2);
+  arbor_engine_methods(L, methods);
 }

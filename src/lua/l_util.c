@@ -112,3 +112,10 @@ int arbor_push_errno(lua_State *L, int err, const char *fmt, ...) {
   va_end(ap);
   return 3;
 }
+
+void arbor_engine_methods(lua_State *L, const luaL_Reg *m) {
+  luaL_getmetatable(L, ARBOR_ENGINE_MT);
+  lua_getfield(L, -1, "__index");
+  luaL_setfuncs(L, m, 0);
+  lua_pop(L, 2);
+}
