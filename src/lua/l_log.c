@@ -127,7 +127,7 @@ static int l_logs(lua_State *L) {
     free(g.v);
     return luaL_error(L, "out of memory");
   }
-  if (subtree) qsort(g.v, g.n, sizeof *g.v, by_seq);
+  if (subtree && g.n > 1) qsort(g.v, g.n, sizeof *g.v, by_seq);
   size_t from = want >= 0 && (size_t)want < g.n ? g.n - (size_t)want : 0;
   lua_createtable(L, (int)(g.n - from), 0);
   lua_Integer k = 1;
