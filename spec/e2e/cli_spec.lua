@@ -13,7 +13,7 @@ local function wait_for_file(path, tries)
   for _ = 1, tries or 500 do
     local f = io.open(path)
     if f then f:close() return true end
-    os.execute("sleep 0.01")
+    support.sleep(0.01)
   end
   return false
 end

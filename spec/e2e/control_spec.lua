@@ -16,7 +16,7 @@ local function poll(fn, what)
   for _ = 1, 1000 do
     local v = fn()
     if v then return v end
-    os.execute("sleep 0.01")
+    support.sleep(0.01)
   end
   error("timed out waiting for " .. what, 2)
 end
@@ -184,7 +184,7 @@ describe("control socket (C1)", function()
     code, out = sh(as_user)
     assert.equal(3, code)
     assert.matches("refused: uid %d+ may not control this engine %(owner uid 0%)", out)
-    local _, logs = ctl(e, "logs root -n 5")
+    local _, logs = ctl(e, "logs root -n 1000")
     assert.matches("control: refused a connection from uid %d+ %(pid %d+%)", logs)
     assert.equal(0, (ctl(e, "status")))
   end)
@@ -861,6 +861,38 @@ describe("protocol (C4)", function()
     assert.equal(0, (ctl(e, "status")))
   end)
 
+  it("answers while a runnable works longer than its sleeps between them", function()
+    -- each pass works (some ms) longer than the sleep that follows it, so
+    -- the next wake-up is already due when the runnable yields: the loop
+    -- must still poll the socket between passes (libuv 1.44 runs a timer
+    -- re-armed at 0 ms again in the same pass, never polling)
+    local dir = mktemp()
+    local script = dir .. "/busy.lua"
+    local f = assert(io.open(script, "w"))
+    f:write([[
+return function(ctx)
+  ctx:run("busy", function(c)
+    while true do
+      local x = 0
+      for i = 1, 3000000 do x = x + i end
+      c:sleep(0.001)
+    end
+  end)
+  ctx:signal("healthy")
+  ctx:wait()
+end]])
+    f:close()
+    local b = support.run_arbor("--quiet " .. q(script))
+    assert.is_true(support.eventually(function() return core.connect(b.sock) end))
+    -- a starved engine never answers: timeout(1) is the failure guard
+    local code, out = sh("timeout 20 " .. bin .. " ctl " .. q(b.sock) .. " status")
+    if code ~= 0 then os.execute("kill -9 " .. b.pid) end -- it would not hear SIGTERM either
+    support.stop_arbor(b)
+    os.execute("rm -rf " .. q(dir))
+    assert.equal(0, code, out)
+    assert.matches("root.busy", out, 1, true)
+  end)
+
   it("drops a client that stops reading, without blocking the engine", function()
     local c = assert(core.connect(e.sock))
     local before = beats(e)
@@ -869,7 +901,7 @@ describe("protocol (C4)", function()
         id = id, json = true})))
     end
     assert.is_true(support.eventually(function() -- dropped after 5 s without progress
-      local _, logs = ctl(e, "logs root -n 5")
+      local _, logs = ctl(e, "logs root -n 1000")
       return logs:find("dropped client %d+: it stopped reading")
     end))
     assert.is_true(beats(e) > before)

@@ -105,7 +105,7 @@ describe("soak findings", function()
     assert(a:send(json.encode({id = 1, op = "eval", code = [[
       local n, t0, p = arbor.node("root.a"), os.clock(), arbor.policy.immediate()
       while os.clock() - t0 < 1 do n:set_policy(p) end]]})))
-    os.execute("sleep 0.2")
+    support.sleep(0.2)
     -- B: the last 3 events, then every new one
     assert(b:send(json.encode({id = 2, op = "events", n = 3, follow = true, json = true})))
     local seen, twice, n = {}, {}, 0

@@ -293,6 +293,7 @@ void arbor_logfile_append(arbor_engine *e, arbor_logfile *f, double wall,
   if (lf->pending + room > lf->max_pending || reserve(f, room + 96) < 0) {
     f->dropped++;
     e->log_lines_dropped++;
+    if (lf->failing) lf->failed_lines++;
     return;
   }
   put_marker(f, wall);
@@ -341,14 +342,14 @@ void arbor_logfile_release(arbor_logfiles *lf, arbor_logfile *f) {
     free_file(lf, f);
 }
 
-/* Counts the lines of it that did not reach the file (a marker's lines
-   count as what it told) and puts them back on its file as dropped, told
-   by a marker before what the file buffered since. */
-static uint64_t lost_lines(const item *it) {
-  uint64_t lost = 0, marker_lines = 0;
+/* Counts the lines of it that did not reach the file: returns those lost
+   now, and in *told also those its lost markers told (lost before, and
+   counted then), all of which the marker put back on its file tells. */
+static uint64_t lost_lines(const item *it, uint64_t *told) {
+  uint64_t lost = 0, marker_lines = 0, before = 0;
   for (unsigned i = 0; i < it->nmarks; i++)
     if (it->marks[i].off + it->marks[i].len > it->written) {
-      lost += it->marks[i].n;
+      before += it->marks[i].n;
       marker_lines++;
     }
   size_t from = it->written;
@@ -357,7 +358,9 @@ static uint64_t lost_lines(const item *it) {
   for (const char *q = it->buf + from, *end = it->buf + it->len;
        (q = memchr(q, '\n', (size_t)(end - q))); q++)
     lost++;
-  return lost - marker_lines;
+  lost -= marker_lines;
+  *told = before;
+  return lost;
 }
 
 /* Puts a marker of n lines at the start of f's buffer. */
@@ -407,11 +410,11 @@ static void collect(arbor_logfiles *lf) {
     arbor_logfile *f = it->f;
     f->busy = 0;
     if (it->err) {
-      uint64_t lost = lost_lines(it);
+      uint64_t told, lost = lost_lines(it, &told);
       lf->failed_lines += lost;
       e->log_lines_dropped += lost;
       lf->pending -= it->len;
-      if (!f->released) prepend_marker(f, lost, wall);
+      if (!f->released) prepend_marker(f, lost + told, wall);
       if (!failed && !lf->failing) {
         snprintf(msg, sizeof msg,
                  "log file %s/%s.log: %s: its lines are dropped (counted, "

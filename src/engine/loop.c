@@ -108,8 +108,17 @@ static void rearm_uv_timer(arbor_engine *e) {
     return;
   }
   double wait = t->due - arbor_engine_now(e);
-  uint64_t ms = wait <= 0 ? 0 : (uint64_t)ceil(wait * 1000.0);
-  uv_timer_start(&e->timer, on_timer, ms, 0);
+  if (wait <= 0) {
+    /* Due already (a runnable worked past its sleep): on_check fires it
+       after the next poll, which does not block. A 0 ms libuv timer armed
+       from its own callback runs again in the same pass (libuv 1.44), so a
+       runnable working longer than its sleeps would keep the loop from
+       ever polling: no control client, signal or exit would be seen. */
+    uv_timer_stop(&e->timer);
+    arbor__clock_keep_polling(e);
+    return;
+  }
+  uv_timer_start(&e->timer, on_timer, (uint64_t)ceil(wait * 1000.0), 0);
 }
 
 static void on_timer(uv_timer_t *h) { pump(h->data); }
