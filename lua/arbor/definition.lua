@@ -1,0 +1,207 @@
+--- arbor.definition: what "the same definition" of a node means, the basis
+-- of restore and reload (issue 17, docs/architecture.md#definitions).
+--
+-- A node is defined by its runnable and the options its parent gave. Two
+-- definitions are the same when their canonical texts are equal. The
+-- canonical text of a value:
+--   nil, booleans, strings: the value; numbers: the value and whether it is
+--     an integer or a float (1 and 1.0 differ, as math.type tells them);
+--   a Lua function: its bytecode without debug information
+--     (string.dump(f, true): moving a function to another line changes
+--     nothing) and the canonical text of each of its upvalues, by position;
+--     an upvalue _ENV that is the global table is written as such;
+--   a C function: its identity (the same C function, nothing else, is the
+--     same);
+--   a table: its pairs sorted by the canonical text of the keys; its
+--     metatable does not count. A module (a table in package.loaded, such
+--     as the one `require "arbor"` gives) is written as its name, not its
+--     contents: a runnable that reads a setting from a module it captured
+--     does not change with the module (capture the value itself, `local
+--     port = cfg.port`, to make it part of the definition);
+--   a table or function met again inside itself (a cycle, or a value
+--     shared by two upvalues): a reference to where it was met first;
+--   userdata and coroutines: their type and identity.
+-- So an arbor.exec runnable's argv, environment and options, which it
+-- keeps as upvalues, are part of its text; a Lua runnable's definition
+-- changes when its code or the values it captured change.
+--
+-- Upvalues are read as they are when the text is made: a runnable that
+-- changed a captured counter while it ran is not the definition its script
+-- gives any more. Restore and reload therefore compare what a script gives
+-- when it creates the node (both trees are built for the comparison), never
+-- a live closure.
+local M = {}
+
+local dump, getupvalue = string.dump, debug.getupvalue
+local mtype, fmt, concat, sort = math.type, string.format, table.concat, table.sort
+
+-- The names of the tables in package.loaded, made once per text.
+local function module_names()
+  local names = {}
+  for name, mod in pairs(package.loaded) do
+    if type(mod) == "table" and names[mod] == nil then names[mod] = name end
+  end
+  names[_G] = "_G"
+  return names
+end
+
+-- ---- bytecode without line numbers ----------------------------------------
+-- string.dump(f, true) drops the line of each instruction but keeps where
+-- each function (f and the functions inside it) starts and ends. code()
+-- writes those as 0, so that moving a function to other lines (a comment
+-- added above it) leaves it the same. The format is Lua 5.4's (ldump.c).
+
+local byte, sub = string.byte, string.sub
+local HEADER = 4 + 1 + 1 + 6 + 3 + 8 + 8 + 1 -- up to the main upvalue count
+
+-- Reads the size at i (7 bits a byte, the last byte has 0x80): size, next.
+local function size_at(s, i)
+  local x = 0
+  repeat
+    local b = byte(s, i)
+    x = (x << 7) | (b & 0x7f)
+    i = i + 1
+  until b >= 0x80
+  return x, i
+end
+
+-- Copies the function at i into out with its lines as 0; returns the next i.
+local function function_at(s, i, out)
+  local from, n = i, nil
+  n, i = size_at(s, i) -- source: 0 (stripped), else its length + 1
+  if n > 0 then i = i + n - 1 end
+  out[#out + 1] = sub(s, from, i - 1)
+  _, i = size_at(s, i) -- linedefined
+  _, i = size_at(s, i) -- lastlinedefined
+  out[#out + 1] = "\x80\x80" -- both 0
+  from = i
+  i = i + 3 -- numparams, is_vararg, maxstacksize
+  n, i = size_at(s, i) -- code
+  i = i + 4 * n
+  n, i = size_at(s, i) -- constants
+  for _ = 1, n do
+    local tag = byte(s, i)
+    i = i + 1
+    if tag == 0x03 or tag == 0x13 then -- integer, float
+      i = i + 8
+    elseif tag == 0x04 or tag == 0x14 then -- short, long string
+      local len
+      len, i = size_at(s, i)
+      if len > 0 then i = i + len - 1 end
+    end -- nil, false, true: the tag only
+  end
+  n, i = size_at(s, i) -- upvalues: instack, idx, kind
+  i = i + 3 * n
+  n, i = size_at(s, i) -- the functions inside
+  out[#out + 1] = sub(s, from, i - 1)
+  for _ = 1, n do i = function_at(s, i, out) end
+  from = i
+  for _ = 1, 4 do -- stripped debug information: four empty lists
+    n, i = size_at(s, i)
+    if n ~= 0 then error("not stripped", 0) end
+  end
+  out[#out + 1] = sub(s, from, i - 1)
+  return i
+end
+
+--- code(f) -> f's bytecode without debug information or line numbers, or
+-- nil for a C function.
+function M.code(f)
+  local ok, s = pcall(dump, f, true)
+  if not ok then return nil end
+  if byte(s, 5) ~= 0x54 then return s end -- not Lua 5.4's format: as it is
+  local out = {sub(s, 1, HEADER)}
+  local ok2, last = pcall(function_at, s, HEADER + 1, out)
+  if not ok2 or last ~= #s + 1 then return s end -- not understood: lines count
+  return table.concat(out)
+end
+
+local function scalar(v)
+  local t = type(v)
+  if t == "nil" then return "nil" end
+  if t == "boolean" then return v and "true" or "false" end
+  if t == "number" then
+    if mtype(v) == "integer" then return fmt("i%d", v) end
+    if v ~= v then return "fnan" end
+    return fmt("f%.17g", v)
+  end
+  if t == "string" then return fmt("s%d:%s", #v, v) end
+  return nil
+end
+
+--- text(v) -> the canonical text of v (see above).
+function M.text(v)
+  local out, n = {}, 0
+  local seen, count = {}, 0 -- tables and functions met: their order
+  local modules -- made on the first table
+  local function put(s)
+    n = n + 1
+    out[n] = s
+  end
+  local function walk(x)
+    local s = scalar(x)
+    if s then return put(s) end
+    local t = type(x)
+    if t == "table" then
+      modules = modules or module_names()
+      if modules[x] then return put(fmt("m%d:%s", #modules[x], modules[x])) end
+    end
+    if t == "table" or t == "function" then
+      if seen[x] then return put(fmt("r%d", seen[x])) end
+      count = count + 1
+      seen[x] = count
+    end
+    if t == "table" then
+      -- keys in the order of their texts (a key that is a table or a
+      -- function gets a text of its own, so pairs' order changes nothing)
+      local keys = {}
+      for k in pairs(x) do keys[#keys + 1] = {k = k, text = scalar(k) or M.text(k)} end
+      sort(keys, function(a, b)
+        if a.text ~= b.text then return a.text < b.text end
+        return M.text(x[a.k]) < M.text(x[b.k])
+      end)
+      put(fmt("t%d{", #keys))
+      for _, e in ipairs(keys) do
+        put("k")
+        put(e.text)
+        put("=")
+        walk(x[e.k])
+        put(";")
+      end
+      return put("}")
+    end
+    if t == "function" then
+      local code = M.code(x)
+      if not code then return put(fmt("c%s", tostring(x))) end -- a C function
+      put(fmt("l%d:", #code))
+      put(code)
+      local i = 1
+      while true do
+        local name, value = getupvalue(x, i)
+        if name == nil then break end
+        put(fmt("u%d(", i))
+        if name == "_ENV" and value == _G then put("_G") else walk(value) end
+        put(")")
+        i = i + 1
+      end
+      return put(".")
+    end
+    put(fmt("%s:%s", t, tostring(x))) -- userdata, thread: by identity
+  end
+  walk(v)
+  return concat(out)
+end
+
+--- of(fn, opts) -> the canonical text of a node defined by its runnable fn
+-- and the options opts its parent gave (nil: none).
+function M.of(fn, opts)
+  return M.text({fn = fn, opts = opts or {}})
+end
+
+--- same(a, b): whether the runnables-and-options a and b ({fn, opts}) are
+-- the same definition.
+function M.same(a, b)
+  return M.of(a.fn, a.opts) == M.of(b.fn, b.opts)
+end
+
+return M

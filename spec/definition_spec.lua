@@ -1,0 +1,97 @@
+-- What "the same definition" of a node means (arbor.definition, issue 17):
+-- the basis of restore and reload, docs/architecture.md#definitions.
+local arbor = require "arbor"
+local definition = require "arbor.definition"
+
+local text, of = definition.text, definition.of
+
+-- A runnable made by a chunk of source, as a script would make it.
+local function made(src, ...) return assert(load(src))(...) end
+
+describe("a runnable's definition", function()
+  local src = [[
+local port, opts = ...
+return function(ctx)
+  local t = {1, 2.5, "s", true}
+  local function inner(y) return function() return y + port end end
+  ctx:log(inner(3)(), t, opts.name)
+end]]
+
+  it("is its code and captured values, not where the code stands in its file", function()
+    local a = made(src, 8080, {name = "web"})
+    local moved = made("-- a comment\n\n\n" .. src:gsub("local t", "\n\nlocal t"), 8080, {name = "web"})
+    assert.equal(text(a), text(moved))
+  end)
+
+  it("changes with its code: a constant, an operator, a nested function", function()
+    local a = text(made(src, 8080, {name = "web"}))
+    assert.not_equal(a, text(made((src:gsub("2%.5", "2.75")), 8080, {name = "web"})))
+    assert.not_equal(a, text(made((src:gsub("y %+ port", "y - port")), 8080, {name = "web"})))
+    assert.not_equal(a, text(made((src:gsub("return y", "return 1 + y")), 8080, {name = "web"})))
+  end)
+
+  it("changes with a captured value, also deep in a captured table", function()
+    local a = text(made(src, 8080, {name = "web"}))
+    assert.not_equal(a, text(made(src, 8081, {name = "web"})))
+    assert.not_equal(a, text(made(src, 8080, {name = "api"})))
+    assert.not_equal(a, text(made(src, 8080.0, {name = "web"}))) -- 8080 and 8080.0 differ
+    assert.equal(a, text(made(src, 8080, {name = "web"})))
+  end)
+
+  it("reads captured values as they are now: a counter that moved is another definition", function()
+    local n = 0
+    local function counting() n = n + 1 return n end
+    local before = text(counting)
+    counting()
+    assert.not_equal(before, text(counting))
+  end)
+
+  it("writes a module by its name, the global table as such, a C function by identity", function()
+    local a = made("local arbor = ... return function(ctx) return arbor, print, _G end", arbor)
+    local t = text(a)
+    assert.matches("m5:arbor", t, 1, true)
+    assert.is_nil(t:find("exponential", 1, true)) -- the module's contents are not in it
+    assert.equal(t, text(made("local arbor = ... return function(ctx) return arbor, print, _G end", arbor)))
+    assert.equal(text(print), text(print))
+    assert.not_equal(text(print), text(io.write))
+  end)
+
+  it("survives cycles and shared values, whatever the order of pairs", function()
+    local t = {}
+    t.self, t.again = t, t
+    local shared = {1}
+    local a = text({x = shared, y = shared, t = t})
+    assert.equal(a, text({y = shared, x = shared, t = t}))
+    assert.not_equal(a, text({x = shared, y = {1}, t = t})) -- shared is not the same as equal
+    -- tables as keys: the same text however pairs orders them
+    local k1, k2 = {"a"}, {"b"}
+    local u = {[k1] = 1, [k2] = 2}
+    local v = {}
+    v[k2] = 2
+    v[k1] = 1
+    assert.equal(text(u), text(v))
+  end)
+end)
+
+describe("an arbor.exec runnable's definition", function()
+  it("is its argv, environment and options", function()
+    local function exec(argv, opts) return arbor.exec(argv, opts) end
+    local a = of(exec({"sleep", "10"}, {env = {A = "1"}, grace = 2}))
+    assert.equal(a, of(exec({"sleep", "10"}, {env = {A = "1"}, grace = 2})))
+    assert.not_equal(a, of(exec({"sleep", "11"}, {env = {A = "1"}, grace = 2})))
+    assert.not_equal(a, of(exec({"sleep", "10"}, {env = {A = "2"}, grace = 2})))
+    assert.not_equal(a, of(exec({"sleep", "10"}, {env = {A = "1"}, grace = 3})))
+    assert.not_equal(a, of(exec({"sleep", "10"}, {env = {A = "1"}, grace = 2, ready = "systemd"})))
+  end)
+end)
+
+describe("a node's definition", function()
+  it("is its runnable and the options its parent gave, policies included", function()
+    local run = made("return function(ctx) ctx:wait() end")
+    local a = of(run, {grace = 5, policy = arbor.policy.constant(1)})
+    assert.equal(a, of(run, {grace = 5, policy = arbor.policy.constant(1)}))
+    assert.not_equal(a, of(run, {grace = 6, policy = arbor.policy.constant(1)}))
+    assert.not_equal(a, of(run, {grace = 5, policy = arbor.policy.constant(2)}))
+    assert.equal(of(run), of(run, {}))
+  end)
+end)
