@@ -16,7 +16,11 @@ local function count(path) return tonumber(read(path) or "") or 0 end
 describe("arbor run", function()
   local dir
   before_each(function() dir = mktemp() end)
-  after_each(function() os.execute("rm -rf " .. q(dir)) end)
+  after_each(function() -- an arbor a failed test left running goes too
+    local pid = tonumber(read(dir .. "/pid") or "")
+    if pid then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+    os.execute("rm -rf " .. q(dir))
+  end)
 
   it("logs and ignores SIGHUP", function()
     local sock, file = dir .. "/ctl.sock", dir .. "/count"
