@@ -66,12 +66,12 @@ function M.stop_arbor(e)
   os.execute("rm -rf " .. M.q(e.dir))
 end
 
----- Sleeps s seconds in this process: sleep(1) run through the shell costs a
+--- Sleeps s seconds in this process: sleep(1) run through the shell costs a
 -- third of a second per call in the ASan stage (the preloaded sanitizer
 -- runtime starts in sh and in sleep), which made 20 s polls last minutes.
 function M.sleep(s) uv.sleep(math.floor(s * 1000 + 0.5)) end
 
--- Polls every 10 ms until pred() holds; false after `tries` polls (default
+--- Polls every 10 ms until pred() holds; false after `tries` polls (default
 -- 2000: 20 s, a failure guard, never a timing the specs rely on).
 function M.eventually(pred, tries)
   for _ = 1, tries or 2000 do

@@ -346,10 +346,11 @@ void arbor_logfile_release(arbor_logfiles *lf, arbor_logfile *f) {
    now, and in *told also those its lost markers told (lost before, and
    counted then), all of which the marker put back on its file tells. */
 static uint64_t lost_lines(const item *it, uint64_t *told) {
-  uint64_t lost = 0, marker_lines = 0, before = 0;
+  uint64_t lost = 0, marker_lines = 0;
+  *told = 0;
   for (unsigned i = 0; i < it->nmarks; i++)
     if (it->marks[i].off + it->marks[i].len > it->written) {
-      before += it->marks[i].n;
+      *told += it->marks[i].n;
       marker_lines++;
     }
   size_t from = it->written;
@@ -358,9 +359,7 @@ static uint64_t lost_lines(const item *it, uint64_t *told) {
   for (const char *q = it->buf + from, *end = it->buf + it->len;
        (q = memchr(q, '\n', (size_t)(end - q))); q++)
     lost++;
-  lost -= marker_lines;
-  *told = before;
-  return lost;
+  return lost - marker_lines;
 }
 
 /* Puts a marker of n lines at the start of f's buffer. */
