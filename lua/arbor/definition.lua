@@ -9,7 +9,7 @@
 --   a Lua function: its bytecode without debug information
 --     (string.dump(f, true): moving a function to another line changes
 --     nothing) and the canonical text of each of its upvalues, by position;
---     an upvalue _ENV that is the global table is written as such;
+--     an upvalue _ENV that is the global table is written as the module _G;
 --   a C function: its identity (the same C function, nothing else, is the
 --     same);
 --   a table: its pairs sorted by the canonical text of the keys; its
@@ -67,7 +67,7 @@ end
 
 -- Copies the function at i into out with its lines as 0; returns the next i.
 local function function_at(s, i, out)
-  local from, n = i, nil
+  local from, n, _ = i, nil, nil
   n, i = size_at(s, i) -- source: 0 (stripped), else its length + 1
   if n > 0 then i = i + n - 1 end
   out[#out + 1] = sub(s, from, i - 1)
@@ -113,7 +113,7 @@ function M.code(f)
   local out = {sub(s, 1, HEADER)}
   local ok2, last = pcall(function_at, s, HEADER + 1, out)
   if not ok2 or last ~= #s + 1 then return s end -- not understood: lines count
-  return table.concat(out)
+  return concat(out)
 end
 
 local function scalar(v)
@@ -180,7 +180,7 @@ function M.text(v)
         local name, value = getupvalue(x, i)
         if name == nil then break end
         put(fmt("u%d(", i))
-        if name == "_ENV" and value == _G then put("_G") else walk(value) end
+        walk(value) -- an _ENV that is the global table: as the module _G
         put(")")
         i = i + 1
       end
@@ -196,12 +196,6 @@ end
 -- and the options opts its parent gave (nil: none).
 function M.of(fn, opts)
   return M.text({fn = fn, opts = opts or {}})
-end
-
---- same(a, b): whether the runnables-and-options a and b ({fn, opts}) are
--- the same definition.
-function M.same(a, b)
-  return M.of(a.fn, a.opts) == M.of(b.fn, b.opts)
 end
 
 return M
