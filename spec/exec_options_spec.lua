@@ -40,6 +40,13 @@ describe("arbor.exec(argv, opts)", function()
       .. "(write {\"sh\", \"-c\", \"nginx -g 'daemon off;'\"} for a shell command line)", err)
   end)
 
+  it("says an option written inside argv belongs in the second argument", function()
+    local at = line() + 1
+    local err = raised_at(at, function() local r = arbor.exec{"sh", "-c", "true", oneshot = true}; return r end)
+    assert.equal("arbor.exec: argv has the key 'oneshot', which is not a position (options "
+      .. "go in the second argument: arbor.exec({\"sh\", ...}, {oneshot = true}))", err)
+  end)
+
   it("says which options belong to ctx:run", function()
     local at = line() + 1
     local err = raised_at(at, function() local r = arbor.exec({"true"}, {policy = 1, shutdown = 3}); return r end)

@@ -4,7 +4,7 @@
 local M = {}
 
 --- Under `arbor run`: {quiet, control, script, default, http, log_dir,
--- log_max_bytes, log_keep, log_format}; under
+-- log_max_bytes, log_keep, log_format, init}; under
 -- `arbor check` also check = true; nil elsewhere.
 M.options = nil
 
@@ -15,7 +15,7 @@ local checked -- what arbor.run found under `arbor check`: {errors = n}
 --- setup(quiet, control, script, extra): called by the binary before the
 -- script; extra: {http = "ADDR:PORT", log_dir, log_max_bytes, log_keep
 -- (integers), log_format ("text" or "json"), check = true under
--- `arbor check`}.
+-- `arbor check`, init = true under --init}.
 -- control: the socket path, false for none, nil for the default: then
 -- $ARBOR_CONTROL (a path, or "none"), else the default path, which may fail
 -- with a warning unless another arbor is serving it.
@@ -39,7 +39,7 @@ function M.setup(quiet, control, script, extra)
   extra = extra or {}
   M.options = {quiet = quiet, control = control, script = script, default = default,
     http = extra.http, log_dir = extra.log_dir, log_format = extra.log_format,
-    log_max_bytes = extra.log_max_bytes, log_keep = extra.log_keep}
+    log_max_bytes = extra.log_max_bytes, log_keep = extra.log_keep, init = extra.init}
 end
 
 --- What `arbor run` printed on stderr: once a write failed (EPIPE: the
@@ -112,22 +112,23 @@ local function collector()
   end
 end
 
---- check(root, opts): what arbor.run does under `arbor check`: builds the
--- tree on the virtual clock in check mode (core.checking(): no process is
--- started, a process node only checks its program and options), runs it
--- for M.CHECK_SECONDS virtual seconds, prints the tree it built and every
--- error its nodes met (DN and message, with the user's file:line) on
--- stdout. `arbor check` then exits 0 when there was none, else 2.
-function M.check(root, opts)
+--- build(root, opts [, filter]) -> engine, errors: the tree root and opts
+-- (arbor.run's) build on the virtual clock in check mode (core.checking():
+-- no process is started, a process node only checks its program and
+-- options), run for M.CHECK_SECONDS virtual seconds; errors: every error
+-- its nodes met, {dn, reason, times}, in order. filter: the engine's
+-- reload_filter (arbor.reload). The caller stops and closes the engine
+-- (M.close_built).
+function M.build(root, opts, filter)
   local core = require "arbor.core"
   local policy = require "arbor.policy"
-  local render = require "arbor.render"
   local e = core.engine{virtual = true, check = true, seed = opts.seed or 1,
     ring = opts.ring, ring_bytes = opts.ring_bytes, outbox = opts.outbox,
     runaway = opts.runaway}
   e:set_default_policy(opts.default_policy or policy.exponential())
   local errors, on_event = collector()
   e:subscribe(on_event)
+  if filter then e:reload_filter(filter) end
   local ok, err = pcall(function()
     e:start(root, M.root_policy(opts.policy, opts.default_policy
       or policy.exponential()), opts.shutdown, opts.auto_shutdown)
@@ -137,6 +138,26 @@ function M.check(root, opts)
   if not ok then -- a restart loop without delay never settles
     errors[#errors + 1] = {dn = "(engine)", reason = tostring(err), times = 1}
   end
+  return e, errors
+end
+
+--- close_built(e): stops and closes an engine M.build made.
+function M.close_built(e)
+  pcall(function()
+    e:stop()
+    e:settle()
+    e:advance(60)
+  end)
+  e:close()
+end
+
+--- check(root, opts): what arbor.run does under `arbor check`: builds the
+-- tree (M.build), prints it and every error its nodes met (DN and message,
+-- with the user's file:line) on stdout. `arbor check` then exits 0 when
+-- there was none, else 2.
+function M.check(root, opts)
+  local render = require "arbor.render"
+  local e, errors = M.build(root, opts)
   local out = {string.format("arbor check %s: the tree after %gs (virtual; no process started):",
     tostring(M.options and M.options.script), M.CHECK_SECONDS), render.tree(e:tree())}
   if #errors == 0 then
@@ -150,12 +171,7 @@ function M.check(root, opts)
   end
   io.stdout:write(table.concat(out, "\n"), "\n")
   io.stdout:flush()
-  pcall(function()
-    e:stop()
-    e:settle()
-    e:advance(60)
-  end)
-  e:close()
+  M.close_built(e)
   checked = {errors = #errors}
   return #errors == 0, #errors > 0 and string.format("%d error(s)", #errors) or nil
 end

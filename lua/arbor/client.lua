@@ -193,6 +193,9 @@ local command_list = {
   {"metrics", "[--openmetrics]", "the metrics /metrics serves (Prometheus text format)", 0},
   {"eval", "CODE [--budget N]", "evaluate Lua in the engine; prints the values", 1},
   {"shutdown", "", "stop the tree in order and wait for the engine to exit", 0},
+  {"reload", "[--dry-run]", "read the script again and apply it: unchanged services\n"
+    .. "                         keep running, changed ones restart, removed ones stop,\n"
+    .. "                         new ones start (--dry-run: print the plan only)", 0},
 }
 local commands, command_line = {}, {}
 for _, c in ipairs(command_list) do
@@ -244,6 +247,7 @@ function M.ctl(args)
     elseif a == "-h" or a == "--help" then flags.help = true
     elseif a == "--ready" then flags.ready = true
     elseif a == "--openmetrics" then flags.openmetrics = true
+    elseif a == "--dry-run" then flags.dry_run = true
     elseif a == "--since" then
       flags.since = M.duration(args[i + 1])
       if not flags.since then
@@ -276,9 +280,11 @@ function M.ctl(args)
     return 2
   end
   -- the options of one command only
-  for _, o in ipairs{{"ready", "status"}, {"openmetrics", "metrics"}, {"since", "logs"}} do
+  for _, o in ipairs{{"ready", "status"}, {"openmetrics", "metrics"}, {"since", "logs"},
+      {"dry_run", "reload"}} do
     if flags[o[1]] and cmd ~= o[2] then
-      errf("arbor ctl %s: --%s is an option of %s\n%s", cmd, o[1], o[2], command_usage(cmd))
+      errf("arbor ctl %s: --%s is an option of %s\n%s", cmd, (o[1]:gsub("_", "-")), o[2],
+        command_usage(cmd))
       return 2
     end
   end
@@ -289,7 +295,8 @@ function M.ctl(args)
   local conn = open_socket("arbor ctl", sock)
   if not conn then return 3 end
   local req = {op = cmd, json = flags.json or flags.ready, follow = flags.follow, n = flags.n,
-    ready = flags.ready, openmetrics = flags.openmetrics, since = flags.since}
+    ready = flags.ready, openmetrics = flags.openmetrics, since = flags.since,
+    dry_run = flags.dry_run}
   if cmd == "eval" then
     req.code, req.budget = pos[1], flags.budget
   elseif pos[1] then

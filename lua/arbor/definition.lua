@@ -1,5 +1,5 @@
 --- arbor.definition: what "the same definition" of a node means, the basis
--- of restore and reload (issue 17, docs/architecture.md#definitions).
+-- of reload (docs/restore.md, docs/architecture.md#definitions).
 --
 -- A node is defined by its runnable and the options its parent gave. Two
 -- definitions are the same when their canonical texts are equal. The
@@ -27,9 +27,7 @@
 --
 -- Upvalues are read as they are when the text is made: a runnable that
 -- changed a captured counter while it ran is not the definition its script
--- gives any more. Restore and reload therefore compare what a script gives
--- when it creates the node (both trees are built for the comparison), never
--- a live closure.
+-- gives any more, and a reload restarts it (docs/restore.md).
 local M = {}
 
 local dump, getupvalue = string.dump, debug.getupvalue
@@ -196,6 +194,13 @@ end
 -- and the options opts its parent gave (nil: none).
 function M.of(fn, opts)
   return M.text({fn = fn, opts = opts or {}})
+end
+
+--- same(fn1, opts1, fn2, opts2) -> true when the two definitions are the
+-- same (their texts are equal).
+function M.same(fn1, opts1, fn2, opts2)
+  if rawequal(fn1, fn2) and rawequal(opts1, opts2) then return true end
+  return M.of(fn1, opts1) == M.of(fn2, opts2)
 end
 
 return M

@@ -198,6 +198,16 @@ local function check_argv(argv, problems)
         bad(problems, "argv[%d] must be a string, got %s", i, type(argv[i]))
       end
     end
+    local keys = {}
+    for k in pairs(argv) do
+      if math.type(k) ~= "integer" or k < 1 or k > #argv then keys[#keys + 1] = core.cut(tostring(k)) end
+    end
+    table.sort(keys)
+    for _, k in ipairs(keys) do
+      bad(problems, "argv has the key '%s', which is not a position (options go in the "
+        .. "second argument: arbor.exec({\"%s\", ...}, {%s = %s}))", k, core.cut(tostring(argv[1])),
+        k, core.cut(tostring(argv[k])))
+    end
   end
 end
 

@@ -12,6 +12,7 @@ local arbor_cli = require "arbor.cli"
 local metrics = require "arbor.metrics"
 local explain = require("arbor.explain").explain
 local message = require("arbor.failure").message
+local reload = require "arbor.reload"
 require "arbor.ctx" -- the ctx methods written in Lua
 
 local M = {}
@@ -141,6 +142,7 @@ function M.run(root, opts)
   if opts.control ~= nil and opts.control ~= false and type(opts.control) ~= "string" then
     error("arbor.run: option 'control' must be a path or false, got " .. type(opts.control), 2)
   end
+  if reload.capturing() then return reload.captured(root, opts) end -- a reload
   if core.current() or running_engine then
     error("arbor.run: a tree is already running in this process", 2)
   end
@@ -235,6 +237,15 @@ function M.run(root, opts)
   for _, sub in ipairs(pending) do sub.attach(e) end
   pending = {}
   running_engine = e
+  reload.started(e, root, opts, cli and cli.script, cli and rawget(_G, "arg"))
+  if cli and cli.init then -- tini's contract: SIGHUP is the services'
+    e:on_hangup(function()
+      return "forwarded to the services' process groups (--init); "
+        .. "`arbor ctl reload` reads the script again"
+    end)
+  elseif cli and cli.script then
+    e:on_hangup(reload.on_hangup)
+  end
   -- READY=1, STATUS=, WATCHDOG=1, STOPPING=1 to $NOTIFY_SOCKET (docs/deploy.md)
   local notifier = core.notifier(e)
   local ok, result, reason = pcall(function()
@@ -244,6 +255,7 @@ function M.run(root, opts)
     return e:run()
   end)
   running_engine = nil
+  reload.stopped()
   if notifier then
     notifier:close(not ok and tostring(result) or result and "the tree stopped"
       or reason)
@@ -314,6 +326,8 @@ function M.on_event(fn)
   if type(fn) ~= "function" then
     error("arbor.on_event(fn): want a function, got " .. type(fn), 2)
   end
+  -- a script read again for a reload subscribed when it first ran
+  if reload.capturing() and not core.current() then return function() end end
   local sub = node.subscription(fn)
   local e = core.current() or running_engine
   if e then

@@ -1,5 +1,5 @@
 -- End-to-end: arbor itself dies only in order (issue 15, point 5): SIGHUP
--- is logged and ignored; a stderr whose reader went away (EPIPE) stops the
+-- reloads the script (issue 17) and is logged, never kills; a stderr whose reader went away (EPIPE) stops the
 -- printing, not the tree.
 local json = require "arbor.json"
 local support = require "e2e.support"
@@ -22,7 +22,7 @@ describe("arbor run", function()
     os.execute("rm -rf " .. q(dir))
   end)
 
-  it("logs and ignores SIGHUP", function()
+  it("reloads on SIGHUP, logs it and supervises on", function()
     local sock, file = dir .. "/ctl.sock", dir .. "/count"
     os.execute(string.format("%s run --control %s spec/e2e/fixtures/ticker.lua %s > %s/out 2>&1 & echo $! > %s/pid",
       bin, q(sock), q(file), q(dir), q(dir)))
@@ -31,14 +31,15 @@ describe("arbor run", function()
     os.execute("kill -HUP " .. pid)
     poll(function()
       local _, out = sh(bin .. " ctl " .. q(sock) .. " logs root -n 1000")
-      return out:find("SIGHUP ignored", 1, true)
+      return out:find("SIGHUP: reload", 1, true)
     end, "the SIGHUP log line")
     local n = count(file)
     poll(function() return count(file) > n + 5 end, "the tree to tick on")
     assert.is_true(alive(pid))
     os.execute("kill -TERM " .. pid)
     poll(function() return not alive(pid) end, "arbor to stop")
-    assert.matches("root                     | SIGHUP ignored: reloading the script is not implemented yet",
+    -- nothing changed: everything kept, the ticker did not restart
+    assert.matches("root                     | SIGHUP: reload spec/e2e/fixtures/ticker.lua: 2 keep; keep     root; keep     root.tick",
       read(dir .. "/out"), 1, true)
   end)
 

@@ -46,12 +46,13 @@ end
 
 --- Starts `arbor run --control SOCK ARGS` in the background in a fresh
 -- directory; its stdout and stderr go to DIR/out and DIR/err. env: "K=V ..."
--- set for it, or a function of DIR that returns them. Returns {pid, dir,
--- sock}; stop_arbor ends it.
+-- set for it, or a function of DIR that returns them; args may be a
+-- function of DIR too. Returns {pid, dir, sock}; stop_arbor ends it.
 function M.run_arbor(args, env)
   local dir = M.mktemp()
   local e = {dir = dir, sock = dir .. "/ctl.sock"}
   if type(env) == "function" then env = env(dir) end
+  if type(args) == "function" then args = args(dir) end
   local p = io.popen(string.format("%s sh -c 'echo $$; exec %s run --control %s %s' > %s/out 2> %s/err & echo $!",
     env or "", M.bin, M.q(e.sock), args, M.q(dir), M.q(dir)))
   e.pid = tonumber(p:read("l"))

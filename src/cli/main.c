@@ -138,7 +138,7 @@ static void set_paths(lua_State *L) {
    the socket path, "" for none, NULL for the default; http: ADDR:PORT or
    NULL. */
 typedef struct run_options {
-  int quiet, check;
+  int quiet, check, init;
   const char *control, *http;
   const char *log_dir, *log_format; /* NULL: not given */
   long long log_max_bytes, log_keep; /* -1: not given */
@@ -215,6 +215,8 @@ static int run_script(lua_State *L, const char *script, const run_options *o,
   }
   lua_pushboolean(L, o->check);
   lua_setfield(L, -2, "check");
+  lua_pushboolean(L, o->init);
+  lua_setfield(L, -2, "init");
   if (lua_pcall(L, 4, 0, h) != LUA_OK) {
     fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
     return 2;
@@ -410,6 +412,7 @@ int main(int argc, char **argv) {
   if (!L) return 2;
   if (!check && init && arbor_reaper_start(arbor_home_loop(L)) < 0)
     fputs("arbor: --init: cannot become a subreaper\n", stderr);
+  o.init = !check && init;
   int status = run_script(L, argv[i], &o, argc - i - 1, argv + i + 1);
   lua_close(L);
   return status;

@@ -19,6 +19,8 @@ typedef enum arbor_event_kind {
   ARBOR_EV_STATE = 0,
   ARBOR_EV_POLICY,
   ARBOR_EV_COORDINATOR,
+  ARBOR_EV_RESTORED, /* a reload kept the node running (docs/restore.md) */
+  ARBOR_EV_RELOAD,   /* what a reload did to a node it did not keep */
 } arbor_event_kind;
 
 typedef struct arbor_event {

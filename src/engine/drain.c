@@ -38,7 +38,10 @@ static void resume_node(arbor_engine *e, pnode *pn) {
   int status = lua_resume(co, e->L, nargs, &nres);
   int runaway = arbor_watchdog_leave(co);
   e->current = prev;
-  if (!(pn->pflags & PN_STEPPED)) arbor__tr_stepped(e, pn);
+  if (!(pn->pflags & PN_STEPPED)) {
+    if (pn->claiming) arbor__kernel_claims_end(e, pn); /* after a reload */
+    arbor__tr_stepped(e, pn);
+  }
   if (runaway && status == LUA_YIELD) { /* the watchdog's hook yielded */
     lua_pop(co, nres);
     arbor_watchdog_push_error(co);

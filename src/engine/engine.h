@@ -189,6 +189,8 @@ typedef struct pnode {
   int fn_ref;          /* the runnable */
   int policy_ref;      /* LUA_NOREF: the engine's default policy */
   int fail_ref;        /* error value injected by the harness */
+  int opts_ref;        /* the options its parent gave (reload compares
+                          them), LUA_NOREF: none */
   uint32_t wait_seq;
   uint32_t restarts;   /* restarts performed */
   uint32_t consecutive; /* failures since the last incarnation that was up
@@ -201,7 +203,14 @@ typedef struct pnode {
   uint8_t done;        /* signaled done */
   uint8_t nfail, fail_start;
   uint8_t gflags;      /* GF_*: group strategy, significant, auto_shutdown */
-  uint8_t decision;    /* DECISION_* of the last policy decision */
+  uint8_t decision : 2; /* DECISION_* of the last policy decision */
+  /* reload (kernel.c, docs/restore.md) */
+  uint8_t adopt : 1;     /* its parent's next incarnation may take it over:
+                            kept running while the parent is reloading */
+  uint8_t reloading : 1; /* its incarnation ends for a new one that adopts
+                            its children */
+  uint8_t claiming : 1;  /* its new incarnation's first step adopts the
+                            children ctx:run names again */
 } pnode;
 
 /* The outbox's capacity unless the engine's `outbox` option says. */
@@ -229,6 +238,13 @@ struct arbor_engine {
   int log_ref;           /* log sink or LUA_NOREF */
   int overrides_ref;     /* runtime swaps by DN (l_override.c), LUA_NOREF */
   size_t noverrides;     /* entries in it */
+  int reload_plan_ref;   /* the reload in progress: DN -> "restart" for
+                            changed parents restarted whole; on an engine
+                            building a new script's tree, the filter of its
+                            nodes (l_reload.c) */
+  unsigned reloads;      /* nodes reloading now, or adopting children in
+                            their new incarnation's first step (kernel.c) */
+  int hangup_ref;        /* called on SIGHUP (a reload), or LUA_NOREF */
   int virtual_clock;
   double vnow;
   double step_now;       /* real clock: time of the current step */
@@ -346,6 +362,21 @@ void arbor_engine_stop(arbor_engine *e);
 void arbor_engine_cancel(arbor_engine *e, pnode *pn);
 /* Restarts a node now: cancels it if running, starts it if pending or held. */
 int arbor_engine_restart(arbor_engine *e, pnode *pn, const char **err);
+/* Reloads pn (docs/restore.md), whose fn_ref is already its new runnable:
+   its incarnation ends while its children run on, and its new one adopts
+   the children it names again (arbor_engine_adoptable); those it does not
+   name are stopped and removed after its first step; its lifecycle
+   coordinator, if any, is kept with its gates where they were. A node with
+   no child or not running is restarted instead (arbor_engine_restart). Returns 1 when reloaded, 0
+   when restarted, -1 with *err when refused. */
+int arbor_engine_reload(arbor_engine *e, pnode *pn, const char **err);
+/* The child named name of parent that parent's new incarnation may adopt
+   (parent is reloading and has not finished its first step), or NULL. */
+pnode *arbor_engine_adoptable(pnode *parent, const char *name, size_t len);
+/* c is adopted unchanged: it runs on (started again if it had exited and
+   waits for nothing, unless its coordinator finished with it) and the
+   event `restored` says so. */
+void arbor_engine_adopt(arbor_engine *e, pnode *c);
 /* Holds a node down: canceled and not restarted until restarted by hand. */
 void arbor_engine_hold(arbor_engine *e, pnode *pn);
 /* Why pn cannot be removed, or NULL. */

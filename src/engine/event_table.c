@@ -34,7 +34,8 @@ static void setnum(lua_State *L, const char *k, double v) {
 
 void arbor_push_event_table(arbor_engine *e, lua_State *L,
                             const arbor_event *ev) {
-  static const char *const kinds[] = {"state", "policy", "coordinator"};
+  static const char *const kinds[] = {"state", "policy", "coordinator",
+                                      "restored", "reload"};
   lua_createtable(L, 0, 8);
   setint(L, "seq", (lua_Integer)ev->seq);
   setnum(L, "time", ev->time);

@@ -41,6 +41,12 @@ void arbor__kernel_bound(arbor_engine *e, pnode *pn);
    Performing may end p's incarnation (a retired child was the last to
    exit and p restarts): its coordinator is then gone. */
 void arbor__kernel_answer(arbor_engine *e, pnode *p, int poststop);
+/* Starts pn's reload (ops.c checked it may): its children are marked to
+   be adopted and its incarnation is told to stop, not them. */
+void arbor__kernel_reload(arbor_engine *e, pnode *pn);
+/* pn's new incarnation, after a reload, ended its first step (or exited
+   before): the children it did not adopt are stopped and removed. */
+void arbor__kernel_claims_end(arbor_engine *e, pnode *pn);
 
 /* drain.c: resumes what is ready, one batch */
 void arbor__drain(arbor_engine *e);

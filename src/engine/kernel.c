@@ -84,8 +84,13 @@ static void after_exit(arbor_engine *e, pnode *pn);
 static void stop_advance(arbor_engine *e, pnode *pn);
 static int poststop_first(arbor_engine *e, pnode *pn);
 
-/* Cancels pn's context (T7) and starts its ordered stop (T12). */
+static void reload_abort_below(arbor_engine *e, pnode *pn);
+
+/* Cancels pn's context (T7) and starts its ordered stop (T12). A reload
+   under way in pn's subtree is given up: the children it kept running
+   stop too. */
 static void cancel(arbor_engine *e, pnode *pn) {
+  if (e->reloads > 0) reload_abort_below(e, pn);
   arbor__tr_cancel(e, pn);
   stop_advance(e, pn);
 }
@@ -146,6 +151,7 @@ static void record_failure(arbor_engine *e, pnode *pn) {
 void arbor__kernel_exit(arbor_engine *e, pnode *pn, arbor_state s,
                         arbor_str *reason, arbor_str *trace) {
   s = arbor__strategy_auto_exit(pn, s);
+  if (pn->claiming) arbor__kernel_claims_end(e, pn); /* never stepped */
   int declared = (pn->n.flags & ARBOR_F_DECLARED) != 0;
   int failed = s == ARBOR_DEAD && !declared;
   arbor__ready_dequeue(pn);
@@ -257,9 +263,15 @@ static void poststop_ended(arbor_engine *e, pnode *pn) {
 
 /* Walks up from a node whose subtree may just have exited: ordered stops
    waiting on it advance, and the GC decides a restart. O(depth). */
+static void reload_resume(arbor_engine *e, pnode *pn);
+
 static void after_exit(arbor_engine *e, pnode *pn) {
   arbor_node *a = &pn->n, *removed = NULL;
   if (a->flags & ARBOR_F_DETACHED) return; /* discarded meanwhile */
+  if (pn->reloading && !arbor_node_running(a)) { /* its new incarnation */
+    reload_resume(e, pn);
+    return;
+  }
   while (a->parent && a->live == 0) {
     pnode *p = (pnode *)a->parent;
     if (((pnode *)a)->pflags & PN_REMOVE) removed = a;
@@ -313,12 +325,17 @@ static void notify(arbor_engine *e, pnode *pn) {
    waiting, which were started first (L3), so the caller looks again. */
 static int poststop_first(arbor_engine *e, pnode *pn) {
   arbor_coord *co = pn->coord;
-  if (!co || e->closing || (pn->pflags & PN_LC_BUSY) ||
+  if (!co || e->closing || pn->reloading || (pn->pflags & PN_LC_BUSY) ||
       arbor_coord_poststop_waiting(co) == 0)
     return 0;
   arbor_coord_parent(co, ARBOR_CO_PARENT_STOPPING);
   arbor__kernel_answer(e, pn, 1);
   return 1;
+}
+
+/* c runs on while its parent's incarnation ends for a reload. */
+static int kept(const arbor_node *c) {
+  return ((const pnode *)c)->adopt && ((const pnode *)c->parent)->reloading;
 }
 
 /* stop = "parallel": every running child of pn that is not stopping yet
@@ -328,7 +345,7 @@ static arbor_node *stop_all(arbor_engine *e, pnode *pn) {
   pn->pflags |= PN_STOPPING;
   arbor_node *left = NULL;
   for (arbor_node *c = pn->n.last; c; c = c->prev) {
-    if (c->live == 0) continue;
+    if (c->live == 0 || kept(c)) continue;
     if (!left) left = c;
     pnode *child = (pnode *)c;
     if (child->pflags & (PN_STOPPING | PN_NOTIFIED)) continue; /* under way */
@@ -362,7 +379,7 @@ static void stop_advance(arbor_engine *e, pnode *pn) {
     } else {
       c = pn->stop && pn->stop->cursor ? &pn->stop->cursor->n : NULL;
     }
-    while (c && c->live == 0) c = c->prev;
+    while (c && (c->live == 0 || kept(c))) c = c->prev;
     if (!c && poststop_first(e, pn)) { /* L3: poststop runs first */
       c = pn->n.last;
       while (c && c->live == 0) c = c->prev;
@@ -468,4 +485,78 @@ void arbor__kernel_answer(arbor_engine *e, pnode *p, int poststop) {
   } while (k == ACTIONS && p->coord == co);
   p->pflags &= (uint16_t)~PN_LC_BUSY;
   arbor_node_unref(&p->n);
+}
+
+void arbor_engine_hold(arbor_engine *e, pnode *pn) {
+  pn->n.flags |= ARBOR_F_HELD;
+  if (pn->n.flags & ARBOR_F_PENDING) {
+    /* a delayed restart: it will not happen */
+    arbor_timers_disarm(&e->timers, &pn->wake);
+    pn->n.flags &= (uint8_t)~ARBOR_F_PENDING;
+    arbor__tr_set_state(e, pn, ARBOR_CANCELED, e->r_held);
+  }
+  arbor_engine_cancel(e, pn);
+  arbor__tr_held(e, pn);
+}
+
+/* ---- reload (docs/restore.md) --------------------------------------- */
+
+static void reload_event(arbor_engine *e, pnode *pn, arbor_event_kind kind,
+                         const char *why) {
+  arbor_str *r = arbor_str_lit(why);
+  arbor__emit(e, pn, kind, ARBOR_NEW, ARBOR_NEW, r);
+  arbor_str_unref(r);
+}
+
+void arbor__kernel_reload(arbor_engine *e, pnode *pn) {
+  for (arbor_node *c = pn->n.first; c; c = c->next) ((pnode *)c)->adopt = 1;
+  pn->reloading = 1;
+  e->reloads++;
+  reload_event(e, pn, ARBOR_EV_RELOAD,
+               "reloaded: a new incarnation adopts its children");
+  arbor__tr_cancel(e, pn); /* its children are exempt (transition.c) */
+  stop_advance(e, pn);     /* none to stop first: pn is told at once */
+}
+
+/* pn's incarnation ended for a reload: the new one starts, its children
+   still in place, and adopts them during its first step. */
+static void reload_resume(arbor_engine *e, pnode *pn) {
+  arbor_node *n = &pn->n;
+  pn->reloading = 0;
+  pn->claiming = 1; /* still counted in e->reloads until its claims end */
+  n->flags &= (uint8_t)~(ARBOR_F_HELD | ARBOR_F_PENDING);
+  arbor_engine_start(e, pn);
+}
+
+/* A reload under way at pn or below is given up (pn is being canceled):
+   the children it kept are canceled like the rest of the subtree. */
+static void reload_abort_below(arbor_engine *e, pnode *pn) {
+  if (pn->reloading) {
+    pn->reloading = 0;
+    e->reloads--;
+    for (arbor_node *c = pn->n.first; c; c = c->next) {
+      if (!((pnode *)c)->adopt) continue;
+      ((pnode *)c)->adopt = 0;
+      if (c->live > 0) cancel(e, (pnode *)c);
+    }
+    if (e->reloads == 0) return;
+  }
+  for (arbor_node *c = pn->n.first; c && e->reloads > 0; c = c->next)
+    if (c->live > 0) reload_abort_below(e, (pnode *)c);
+}
+
+void arbor__kernel_claims_end(arbor_engine *e, pnode *pn) {
+  pn->claiming = 0;
+  e->reloads--;
+  for (arbor_node *c = pn->n.first, *next; c; c = next) {
+    next = c->next;
+    pnode *cp = (pnode *)c;
+    if (!cp->adopt) continue;
+    cp->adopt = 0;
+    reload_event(e, cp, ARBOR_EV_RELOAD, "removed: not in the new script");
+    arbor_node_ref(c);
+    cp->pflags |= PN_REMOVE; /* discarded once its subtree exited */
+    arbor_engine_hold(e, cp);
+    arbor_node_unref(c);
+  }
 }

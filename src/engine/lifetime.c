@@ -40,8 +40,9 @@ static void hook_detached(arbor_node *n, void *ud) {
   arbor__ready_close_coroutine(e, pn);
   arbor_engine_unref_fn(e, pn->fn_ref);
   arbor_engine_unref_fn(e, pn->policy_ref);
+  arbor_engine_unref_fn(e, pn->opts_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, pn->fail_ref);
-  pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
+  pn->fn_ref = pn->policy_ref = pn->fail_ref = pn->opts_ref = LUA_NOREF;
   arbor_str_set(&pn->error, NULL);
   arbor_str_set(&pn->trace, NULL);
   if (pn->failures) {
@@ -118,7 +119,8 @@ void arbor_engine_unref_fn(arbor_engine *e, int ref) {
 }
 
 static void pnode_init(pnode *pn) {
-  pn->co_ref = pn->fn_ref = pn->policy_ref = pn->fail_ref = LUA_NOREF;
+  pn->co_ref = pn->fn_ref = pn->policy_ref = pn->fail_ref = pn->opts_ref =
+      LUA_NOREF;
   pn->shutdown = 5.0;
   pn->healthy_at = -1;
 }
@@ -158,6 +160,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->L = lua_newthread(L);
   e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   e->default_policy_ref = e->log_ref = e->overrides_ref = LUA_NOREF;
+  e->reload_plan_ref = e->hangup_ref = LUA_NOREF;
   e->outbox_cap = ARBOR_OUTBOX_CAP;
   e->dn_ref = LUA_NOREF;
   lua_newtable(L);
@@ -259,6 +262,8 @@ void arbor_engine_free(arbor_engine *e) {
   luaL_unref(L, LUA_REGISTRYINDEX, e->dn_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->overrides_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->reload_plan_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->hangup_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);
   if (e->tree.allocated == 0)
     free(e);

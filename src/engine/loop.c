@@ -166,10 +166,21 @@ static void on_sighup(uv_signal_t *h, int signum) {
   (void)signum;
   arbor_engine *e = h->data;
   arbor__step_begin(e);
-  arbor_str *line =
-      arbor_str_lit("SIGHUP ignored: reloading the script is not implemented yet");
-  arbor_engine_log(e, (pnode *)e->tree.root, line);
-  arbor_str_unref(line);
+  if (e->hangup_ref != LUA_NOREF) { /* arbor.run's: reloads the script */
+    lua_State *L = e->L;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, e->hangup_ref);
+    int ok = lua_pcall(L, 0, 1, 0) == LUA_OK;
+    const char *said = lua_tostring(L, -1);
+    arbor_str *line = arbor_str_fmt("SIGHUP: %s%s", ok ? "" : "error: ",
+                                    said ? said : "(no message)");
+    arbor_engine_log(e, (pnode *)e->tree.root, line);
+    arbor_str_unref(line);
+    lua_pop(L, 1);
+  } else {
+    arbor_str *line = arbor_str_lit("SIGHUP ignored: no script to reload");
+    arbor_engine_log(e, (pnode *)e->tree.root, line);
+    arbor_str_unref(line);
+  }
   pump(e);
 }
 

@@ -12,18 +12,6 @@
 #include "core/gc.h"
 #include "engine/lifecycle.h"
 
-void arbor_engine_hold(arbor_engine *e, pnode *pn) {
-  pn->n.flags |= ARBOR_F_HELD;
-  if (pn->n.flags & ARBOR_F_PENDING) {
-    /* a delayed restart: it will not happen */
-    arbor_timers_disarm(&e->timers, &pn->wake);
-    pn->n.flags &= (uint8_t)~ARBOR_F_PENDING;
-    arbor__tr_set_state(e, pn, ARBOR_CANCELED, e->r_held);
-  }
-  arbor_engine_cancel(e, pn);
-  arbor__tr_held(e, pn);
-}
-
 const char *arbor_engine_remove_check(const pnode *pn) {
   const pnode *parent = (const pnode *)pn->n.parent;
   if (!parent) return "the root cannot be removed (stop the tree instead)";
@@ -108,3 +96,41 @@ int arbor_engine_fail_now(arbor_engine *e, pnode *pn, arbor_str *reason) {
   arbor__kernel_fail(e, pn, reason);
   return 0;
 }
+
+/* ---- reload (docs/restore.md) --------------------------------------- */
+
+int arbor_engine_reload(arbor_engine *e, pnode *pn, const char **err) {
+  arbor_node *n = &pn->n;
+  if (pn->reloading || pn->claiming) {
+    *err = "a reload of it is under way";
+    return -1;
+  }
+  if (!arbor_node_running(n) || arbor_node_canceled(n) || !n->first ||
+      n->state == ARBOR_DEAD)
+    return arbor_engine_restart(e, pn, err) < 0 ? -1 : 0;
+  if (!n->parent && e->stop_requested) {
+    *err = "the tree is being stopped";
+    return -1;
+  }
+  arbor__kernel_reload(e, pn);
+  return 1;
+}
+
+pnode *arbor_engine_adoptable(pnode *parent, const char *name, size_t len) {
+  if (!parent->claiming) return NULL;
+  pnode *c = (pnode *)arbor_tree_child(&parent->n, name, len);
+  return c && c->adopt ? c : NULL;
+}
+
+void arbor_engine_adopt(arbor_engine *e, pnode *c) {
+  arbor_node *n = &c->n;
+  c->adopt = 0;
+  static arbor_str why = ARBOR_STR_STATIC("definition unchanged: kept running");
+  arbor__emit(e, c, ARBOR_EV_RESTORED, ARBOR_NEW, ARBOR_NEW, &why);
+  if (!arbor_node_running(n) && n->live == 0 &&
+      !(n->flags & (ARBOR_F_PENDING | ARBOR_F_HELD | ARBOR_F_RETIRED))) {
+    const char *err;
+    arbor_engine_restart(e, c, &err); /* it exited meanwhile */
+  }
+}
+

@@ -61,6 +61,8 @@ static void restarted(arbor_engine *e, pnode *pn) {
 static int exempt(const arbor_node *n, void *ud) {
   (void)ud;
   const pnode *pn = (const pnode *)n;
+  if (pn->adopt && n->parent && ((const pnode *)n->parent)->reloading)
+    return 1; /* runs on for its parent's next incarnation (kernel.c) */
   arbor_coord *co = arbor__tr_parent_coord(pn);
   return co && arbor_coord_exempt(co, pn_slot(pn));
 }
@@ -114,13 +116,13 @@ static void report(arbor_engine *e, pnode *pn) {
     arbor__tr_report(e, pn, arbor_node_running(n)
                                 ? running_event((arbor_state)n->state)
                                 : exit_event(n));
-  if (pn->coord && arbor_node_canceled(n))
+  if (pn->coord && arbor_node_canceled(n) && !pn->reloading)
     parent(e, pn, ARBOR_CO_PARENT_STOPPING);
 }
 
 void arbor__tr_started(arbor_engine *e, pnode *pn, arbor_state from) {
   arbor_tree_start(&pn->n);
-  if (pn->coord) restarted(e, pn);
+  if (pn->coord && !pn->claiming) restarted(e, pn); /* a reload keeps it */
   arbor__emit(e, pn, ARBOR_EV_STATE, from, ARBOR_NEW,
               pn->n.incarnation > 1 ? e->r_restart : e->r_start);
   if (coordinated(pn)) arbor__tr_report(e, pn, ARBOR_CO_STARTED);
@@ -165,7 +167,8 @@ static void canceled(arbor_node *n, arbor_state from, void *ud) {
     arbor__emit(e, pn, ARBOR_EV_STATE, from, (arbor_state)n->state, NULL);
     if (coordinated(pn)) arbor__tr_report(e, pn, exit_event(n));
   }
-  if (pn->coord) parent(e, pn, ARBOR_CO_PARENT_STOPPING);
+  /* a reload's cancellation does not stop the children: no poststop */
+  if (pn->coord && !pn->reloading) parent(e, pn, ARBOR_CO_PARENT_STOPPING);
 }
 
 void arbor__tr_cancel(arbor_engine *e, pnode *pn) {

@@ -35,6 +35,22 @@ void arbor_strategy_check(lua_State *L, const arbor_child_opts *o,
 void arbor_override_spawn(lua_State *L, pnode *c, int fn_idx, int policy_idx);
 /* pn is removed: its overrides go too. */
 void arbor_override_drop(lua_State *L, pnode *pn);
+/* Swaps the runnable at idx in for pn's (runtime, by DN: it lasts). */
+void arbor_override_swap(lua_State *L, pnode *pn, int idx);
+/* Pushes pn's runnable as the script gave it (not a runtime swap). */
+void arbor_override_push_script_fn(lua_State *L, pnode *pn);
+
+/* l_reload.c: 1 when the child c, adopted after a reload, is defined
+   otherwise now: its runnable at fn_idx, its options at opts_idx (0:
+   none), against what its parent gave at its creation. */
+int arbor_reload_changed(lua_State *L, pnode *c, int fn_idx, int opts_idx);
+/* c was just created on an engine that builds a new script's tree for a
+   reload (e:reload_filter): the filter may swap a stand-in runnable in
+   (a node the reload keeps does not run its code there). */
+void arbor_reload_filter(lua_State *L, pnode *c, int fn_idx, int opts_idx);
+/* c, adopted, changed: it is reloaded (its children adopted in turn) or
+   restarted, as the reload's plan says; an event tells which. */
+void arbor_reload_restart(lua_State *L, pnode *c);
 
 /* l_util.c: helpers shared by the bindings. */
 
@@ -87,6 +103,7 @@ void arbor_open_view(lua_State *L); /* after arbor_open_engine */
 void arbor_open_metrics(lua_State *L); /* after arbor_open_engine */
 void arbor_open_log(lua_State *L); /* after arbor_open_engine */
 void arbor_open_override(lua_State *L); /* after arbor_open_engine */
+void arbor_open_reload(lua_State *L); /* after arbor_open_engine */
 void arbor_open_control(lua_State *L);
 void arbor_open_conn(lua_State *L);
 void arbor_open_slice(lua_State *L);

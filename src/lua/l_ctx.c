@@ -360,6 +360,7 @@ static const char *const run_options[] = {
    ones (deadline.c); a timing option < 0 is not given. */
 typedef struct run_opts {
   arbor_child_opts c;
+  int opts_idx;      /* the options table's index, 0: none given */
   double timing[3]; /* min_uptime, ready_timeout, watchdog */
   long log_lines;    /* the size of the node's ring of log lines, or -1 */
 } run_opts;
@@ -406,6 +407,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, run_opts *ro,
   o->gflags = o->grouping = o->parallel = 0;
   ro->timing[0] = ro->timing[1] = ro->timing[2] = -1;
   ro->log_lines = -1;
+  ro->opts_idx = 0;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx))
     arbor_dn_error(L, parent, "%s: options must be a table, got %s", what,
@@ -456,6 +458,7 @@ static void read_opts(lua_State *L, int idx, pnode *parent, run_opts *ro,
                    "children only, not on a %s child (L0)",
                    what, arbor_lc_name(o->lc));
   arbor_strategy_check(L, o, parent, what);
+  ro->opts_idx = lua_absindex(L, idx);
   if (o->policy_idx) {
     lua_getfield(L, idx, "policy");
     o->policy_idx = lua_gettop(L);
@@ -479,30 +482,78 @@ static void name_error(lua_State *L, pnode *parent, const char *name,
   arbor_dn_error(L, parent, "out of memory");
 }
 
-/* Creates and starts a child whose runnable is at fn_idx. */
-static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
-                    int fn_idx, const run_opts *ro) {
+/* c's options from ro: a new node's, or those a reload gives a node it
+   restarts (after its old incarnation was told to stop, with its grace). */
+static void set_options(lua_State *L, pnode *c, const run_opts *ro) {
   const arbor_child_opts *o = &ro->c;
-  int err = 0;
-  if (arbor_engine_log_reserved(parent, name, len))
-    arbor_dn_error(L, parent, "child name '%s' is a sub-logger of the node "
-                   "(ctx:logger): its name is reserved", name);
-  pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
-  if (!c) name_error(L, parent, name, len, err);
-  arbor_engine *e = pn_engine(parent);
-  c->fn_ref = arbor_engine_ref_fn(e, L, fn_idx);
-  if (o->policy_idx) c->policy_ref = arbor_engine_ref_fn(e, L, o->policy_idx);
-  arbor_override_spawn(L, c, fn_idx, o->policy_idx);
+  arbor_engine *e = pn_engine(c);
   c->shutdown = o->shutdown;
-  c->gflags = (uint8_t)o->gflags;
-  if (o->parallel) c->pflags |= PN_PARALLEL;
+  c->gflags = (uint8_t)((c->gflags & (GF_MEMBER | GF_FIRST)) | o->gflags);
+  if (o->parallel)
+    c->pflags |= PN_PARALLEL;
+  else
+    c->pflags &= (uint16_t)~PN_PARALLEL;
   pn_lc(c) = (uint8_t)o->lc;
+  if (c->timing) { /* what an earlier definition gave goes */
+    c->timing->given = 0;
+    c->timing->min_uptime = -1;
+    c->timing->ready_timeout = c->timing->watchdog = 0;
+  }
   for (int i = 0; i < 3; i++)
     if (ro->timing[i] >= 0)
       arbor_engine_set_timing(e, c, timing_bit[i], ro->timing[i], 1);
   if (ro->log_lines >= 0 && arbor_engine_log_lines(c, (unsigned)ro->log_lines) < 0)
     luaL_error(L, "out of memory");
-  arbor_lc_register(e, c);
+}
+
+/* c's runnable (at fn_idx), policy and options as its parent gave them
+   (a runtime override for its DN still wins, l_override.c). */
+static void set_definition(lua_State *L, pnode *c, int fn_idx,
+                           const run_opts *ro) {
+  arbor_engine *e = pn_engine(c);
+  int *refs[3] = {&c->fn_ref, &c->policy_ref, &c->opts_ref};
+  int idx[3] = {fn_idx, ro->c.policy_idx, ro->opts_idx};
+  for (int i = 0; i < 3; i++) { /* the new reference first: it may be the
+                                   same value */
+    int r = idx[i] ? arbor_engine_ref_fn(e, L, idx[i]) : LUA_NOREF;
+    arbor_engine_unref_fn(e, *refs[i]);
+    *refs[i] = r;
+  }
+  arbor_override_spawn(L, c, fn_idx, ro->c.policy_idx);
+}
+
+/* Creates and starts a child whose runnable is at fn_idx; or, when its
+   parent's new incarnation adopts the running child of that name after a
+   reload, returns NULL (l_reload.c decides what becomes of it). */
+static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
+                    int fn_idx, const run_opts *ro) {
+  const arbor_child_opts *o = &ro->c;
+  int err = 0;
+  pnode *old = arbor_engine_adoptable(parent, name, len);
+  if (old) {
+    int changed = arbor_reload_changed(L, old, fn_idx, ro->opts_idx);
+    if (changed && pn_lc(old) != (uint8_t)o->lc)
+      arbor_dn_error(L, parent, "reload: child '%s' is now a %s child: its "
+                     "parent must be restarted whole", name,
+                     arbor_lc_name(o->lc));
+    set_definition(L, old, fn_idx, ro);
+    if (!changed) {
+      arbor_engine_adopt(pn_engine(old), old);
+    } else {
+      arbor_reload_restart(L, old);
+      set_options(L, old, ro);
+    }
+    return NULL;
+  }
+  if (arbor_engine_log_reserved(parent, name, len))
+    arbor_dn_error(L, parent, "child name '%s' is a sub-logger of the node "
+                   "(ctx:logger): its name is reserved", name);
+  pnode *c = arbor_engine_add(pn_engine(parent), parent, name, len, &err);
+  if (!c) name_error(L, parent, name, len, err);
+  set_definition(L, c, fn_idx, ro);
+  arbor_reload_filter(L, c, fn_idx, ro->opts_idx);
+  set_options(L, c, ro);
+  arbor_lc_register(pn_engine(parent), c);
   return c;
 }
 
@@ -533,8 +584,10 @@ static int add_child(lua_State *L, pnode *pn, int at, const char *what) {
                           luaL_typename(L, at + 1));
   run_opts o;
   read_opts(L, at + 2, pn, &o, what);
-  check_gate(L, pn, &o.c, what, name, len);
-  launch(spawn(L, pn, name, len, at + 1, &o));
+  if (!arbor_engine_adoptable(pn, name, len)) /* adopted: past its gate */
+    check_gate(L, pn, &o.c, what, name, len);
+  pnode *c = spawn(L, pn, name, len, at + 1, &o);
+  if (c) launch(c);
   return 0;
 }
 
@@ -559,6 +612,36 @@ static int cmp_names(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* A group adopted after a reload (docs/restore.md) keeps its members'
+   ring: the new incarnation must name exactly the members of one running
+   group (the table at 2). Raises otherwise. */
+static void check_adopted_group(lua_State *L, pnode *pn, size_t count,
+                                size_t adopted) {
+  arbor_node *first = NULL;
+  size_t ring = 0, in_ring = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    size_t len;
+    const char *name = lua_tolstring(L, -2, &len);
+    pnode *c = arbor_engine_adoptable(pn, name, len);
+    lua_pop(L, 1);
+    if (!c || !(c->gflags & GF_MEMBER)) continue;
+    if (!first) {
+      first = &c->n;
+      ring = 1;
+      for (arbor_node *g = first->gnext; g != first; g = g->gnext) ring++;
+    }
+    arbor_node *g = first;
+    while (g != &c->n && g->gnext != first) g = g->gnext;
+    if (g == &c->n) in_ring++;
+  }
+  if (adopted != count || ring != count || in_ring != count)
+    arbor_dn_error(L, pn, "reload: ctx:group names %d running child(ren) "
+                   "among %d member(s), the running group has %d: a group's "
+                   "members cannot change in place (restart its parent)",
+                   (int)adopted, (int)count, (int)ring);
+}
+
 static int ctx_group(lua_State *L) {
   pnode *pn = arbor_check_ctx(L, 1);
   if (!lua_istable(L, 2))
@@ -569,7 +652,7 @@ static int ctx_group(lua_State *L) {
   run_opts o;
   read_opts(L, 3, pn, &o, "ctx:group");
   /* Check every member before anything changes. */
-  size_t count = 0;
+  size_t count = 0, adopted = 0;
   lua_pushnil(L);
   while (lua_next(L, 2)) {
     if (lua_type(L, -2) != LUA_TSTRING)
@@ -583,7 +666,9 @@ static int ctx_group(lua_State *L) {
                             arbor_push_cut(L, name, len), luaL_typename(L, -1));
     if (!arbor_name_valid(name, len))
       name_error(L, pn, name, len, ARBOR_EBADNAME);
-    if (arbor_tree_child(&pn->n, name, len))
+    if (arbor_engine_adoptable(pn, name, len))
+      adopted++;
+    else if (arbor_tree_child(&pn->n, name, len))
       name_error(L, pn, name, len, ARBOR_EDUP);
     if (arbor_engine_log_reserved(pn, name, len))
       return arbor_dn_error(L, pn, "child name '%s' is a sub-logger of the "
@@ -592,11 +677,12 @@ static int ctx_group(lua_State *L) {
     lua_pop(L, 1);
   }
   if (count == 0) return 0;
+  if (adopted > 0) check_adopted_group(L, pn, count, adopted);
   lua_pushnil(L);
   lua_next(L, 2);
   size_t len;
   const char *name = lua_tolstring(L, -2, &len);
-  check_gate(L, pn, &o.c, "ctx:group", name, len);
+  if (adopted == 0) check_gate(L, pn, &o.c, "ctx:group", name, len);
   lua_pop(L, 2);
   const char **names = lua_newuserdatauv(L, count * sizeof *names, 0);
   size_t i = 0;
@@ -612,12 +698,14 @@ static int ctx_group(lua_State *L) {
     lua_getfield(L, 2, names[i]);
     pnode *c = spawn(L, pn, names[i], strlen(names[i]), top + 1, &o);
     lua_settop(L, top);
+    if (!c) continue; /* adopted after a reload: in its group already */
     c->gflags |= GF_MEMBER;
     if (first)
       arbor_tree_group(&first->n, &c->n);
     else
       first = c, c->gflags |= GF_FIRST;
   }
+  if (!first) return 0; /* every member adopted */
   /* Start in name order (T10); a member may have been started by its
      predecessor already (strategy.c). */
   for (arbor_node *n = &first->n;;) {

@@ -106,6 +106,16 @@ void arbor_override_spawn(lua_State *L, pnode *c, int fn_idx, int policy_idx) {
   c->pflags |= PN_OVERRIDDEN;
 }
 
+void arbor_override_push_script_fn(lua_State *L, pnode *pn) {
+  arbor_engine *e = pn_engine(pn);
+  if (e->noverrides > 0 && push_entry(L, e, pn, 0)) {
+    lua_getfield(L, -1, "script_fn");
+    lua_replace(L, -2);
+    return;
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, pn->fn_ref);
+}
+
 void arbor_override_drop(lua_State *L, pnode *pn) {
   arbor_engine *e = pn_engine(pn);
   if (e->noverrides == 0 || !push_entry(L, e, pn, 0)) return;
@@ -131,6 +141,18 @@ static void restart_if(lua_State *L, arbor_engine *e, pnode *pn, int idx,
     luaL_error(L, "%s %s: %s", what, lua_tostring(L, 2), err);
 }
 
+void arbor_override_swap(lua_State *L, pnode *pn, int idx) {
+  arbor_engine *e = pn_engine(pn);
+  idx = lua_absindex(L, idx);
+  push_entry(L, e, pn, 1);
+  lua_pushvalue(L, idx);
+  lua_setfield(L, -2, "fn");
+  lua_pop(L, 1);
+  pn->pflags |= PN_OVERRIDDEN;
+  lua_pushvalue(L, idx);
+  set_fn(L, e, &pn->fn_ref);
+}
+
 /* e:swap(dn, fn, restart) */
 static int l_swap(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);
@@ -138,13 +160,7 @@ static int l_swap(lua_State *L) {
   if (!lua_isfunction(L, 3))
     return luaL_error(L, "swap %s: the runnable must be a function, got %s",
                       lua_tostring(L, 2), luaL_typename(L, 3));
-  push_entry(L, e, pn, 1);
-  lua_pushvalue(L, 3);
-  lua_setfield(L, -2, "fn");
-  lua_pop(L, 1);
-  pn->pflags |= PN_OVERRIDDEN;
-  lua_pushvalue(L, 3);
-  set_fn(L, e, &pn->fn_ref);
+  arbor_override_swap(L, pn, 3);
   event(e, pn, "runnable swapped");
   restart_if(L, e, pn, 4, "swap");
   return 0;

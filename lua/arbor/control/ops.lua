@@ -285,6 +285,18 @@ op("shutdown", function(S, cid, rid)
   S.e:stop()
 end)
 
+-- ---- reload (`arbor ctl reload`, docs/restore.md) ----
+
+op("reload", function(S, cid, rid, req)
+  local r, err = require("arbor.reload").reload{dry_run = req.dry_run == true}
+  if not r then return S.fail(cid, rid, err) end
+  if req.json then
+    return S.finish(cid, rid, {data = {script = r.script, dry_run = r.dry_run,
+      steps = r.steps, counts = r.counts, unapplied = r.unapplied}})
+  end
+  S.finish(cid, rid, {text = r.text})
+end)
+
 -- ---- seeing and signalling services (`arbor ctl explain|start|signal`) ----
 
 -- start: a node that does not run (stopped, held, given up, waiting for a

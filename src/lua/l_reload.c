@@ -1,0 +1,209 @@
+/* l_reload.c: reload's bindings (docs/restore.md). A reload gives a node
+ * its new runnable and starts a new incarnation of it that adopts its
+ * children (engine/ops.c); its ctx:run and ctx:group calls then meet the
+ * running children by name (l_ctx.c), and what the old and the new script
+ * gave is compared here, through arbor.definition.
+ */
+#include <lauxlib.h>
+#include <string.h>
+
+#include "engine/internal.h"
+#include "lua/l_arbor.h"
+
+/* Pushes arbor.definition's function `name`. */
+static void push_definition_fn(lua_State *L, const char *name) {
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  if (lua_getfield(L, -1, "arbor.definition") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "arbor.definition");
+    lua_call(L, 1, 1);
+  }
+  lua_getfield(L, -1, name);
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+}
+
+/* Pushes c's definition as its parent gave it at its creation: the
+   script's runnable (not a runtime swap) and the options (nil: none). */
+static void push_old(lua_State *L, pnode *c) {
+  arbor_override_push_script_fn(L, c);
+  if (c->opts_ref == LUA_NOREF)
+    lua_pushnil(L);
+  else
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->opts_ref);
+}
+
+int arbor_reload_changed(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
+  fn_idx = lua_absindex(L, fn_idx);
+  push_definition_fn(L, "same");
+  push_old(L, c);
+  lua_pushvalue(L, fn_idx);
+  if (opts_idx)
+    lua_pushvalue(L, opts_idx);
+  else
+    lua_pushnil(L);
+  lua_call(L, 4, 1);
+  int same = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return !same;
+}
+
+void arbor_reload_filter(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
+  arbor_engine *e = pn_engine(c);
+  if (e->reload_plan_ref == LUA_NOREF) return;
+  fn_idx = lua_absindex(L, fn_idx);
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, e->reload_plan_ref) != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    return;
+  }
+  arbor_push_dn(L, &c->n);
+  lua_pushvalue(L, fn_idx);
+  if (opts_idx)
+    lua_pushvalue(L, opts_idx);
+  else
+    lua_pushnil(L);
+  lua_call(L, 3, 1);
+  if (lua_isfunction(L, -1)) arbor_override_swap(L, c, -1);
+  lua_pop(L, 1);
+}
+
+/* 1 when the reload's plan says c's subtree restarts whole (its new
+   children are ordered by lifecycle gates, or a group of them changed). */
+static int restarts_whole(lua_State *L, pnode *c) {
+  arbor_engine *e = pn_engine(c);
+  if (e->reload_plan_ref == LUA_NOREF) return 0;
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, e->reload_plan_ref) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  arbor_push_dn(L, &c->n);
+  lua_rawget(L, -2);
+  int whole = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "restart") == 0;
+  lua_pop(L, 2);
+  return whole;
+}
+
+void arbor_reload_restart(lua_State *L, pnode *c) {
+  arbor_engine *e = pn_engine(c);
+  const char *err = NULL;
+  c->adopt = 0; /* claimed */
+  if (c->n.flags & ARBOR_F_RETIRED) { /* a job its coordinator finished */
+    static arbor_str why = ARBOR_STR_STATIC(
+        "changed: finished in this incarnation of its parent, not run "
+        "again (the new definition runs at the parent's next restart)");
+    arbor_engine_event(e, c, ARBOR_EV_RELOAD, &why);
+    return;
+  }
+  int r = restarts_whole(L, c) ? arbor_engine_restart(e, c, &err)
+                               : arbor_engine_reload(e, c, &err);
+  if (r == 0) {
+    static arbor_str why = ARBOR_STR_STATIC("restarted: definition changed");
+    arbor_engine_event(e, c, ARBOR_EV_RELOAD, &why);
+  } else if (r < 0) {
+    arbor_str *why = arbor_str_fmt("not restarted: %s", err);
+    arbor_engine_event(e, c, ARBOR_EV_RELOAD, why);
+    arbor_str_unref(why);
+  }
+}
+
+/* e:reload(dn, fn, policy, whole) -> true (its children are adopted) |
+   false (restarted) | nil, err: dn's runnable and policy are now fn and
+   policy (nil: the default), and a new incarnation of it adopts its
+   children; whole: it restarts with its subtree instead. */
+static int l_reload(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  pnode *pn = arbor_check_node(L, e, 2);
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  if (!lua_isnoneornil(L, 4)) luaL_checktype(L, 4, LUA_TFUNCTION);
+  int fn = arbor_engine_ref_fn(e, L, 3);
+  int policy = lua_isnoneornil(L, 4) ? LUA_NOREF : arbor_engine_ref_fn(e, L, 4);
+  arbor_engine_unref_fn(e, pn->fn_ref);
+  arbor_engine_unref_fn(e, pn->policy_ref);
+  pn->fn_ref = fn;
+  pn->policy_ref = policy;
+  arbor_override_spawn(L, pn, 3, lua_isnoneornil(L, 4) ? 0 : 4);
+  const char *err = NULL;
+  int r = lua_toboolean(L, 5) ? arbor_engine_restart(e, pn, &err)
+                              : arbor_engine_reload(e, pn, &err);
+  if (r < 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "reload %s: %s", lua_tostring(L, 2), err);
+    return 2;
+  }
+  lua_pushboolean(L, r);
+  return 1;
+}
+
+/* e:definition(dn) -> {fn, opts, gated, member, finished} | nil: what
+   dn's parent gave it at its creation (the script's runnable, not a
+   runtime swap), whether its children are ordered by lifecycle gates,
+   whether it is a member of a group and whether its parent's coordinator
+   finished with it (a prestart or poststart job that ran). */
+static int l_definition(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  arbor_node *n = arbor_tree_find(&e->tree, luaL_checkstring(L, 2),
+                                  lua_rawlen(L, 2));
+  if (!n) return 0;
+  pnode *pn = (pnode *)n;
+  lua_createtable(L, 0, 4);
+  push_old(L, pn);
+  lua_setfield(L, -3, "opts");
+  lua_setfield(L, -2, "fn");
+  lua_pushboolean(L, pn->coord != NULL);
+  lua_setfield(L, -2, "gated");
+  lua_pushboolean(L, (pn->gflags & GF_MEMBER) != 0);
+  lua_setfield(L, -2, "member");
+  lua_pushboolean(L, (n->flags & ARBOR_F_RETIRED) != 0);
+  lua_setfield(L, -2, "finished");
+  return 1;
+}
+
+/* e:reload_plan(t | nil): the plan of the reload about to run (DN ->
+   "restart" for the nodes it restarts whole), read while children are
+   adopted. e:reload_filter(fn | nil), on an engine that builds the new
+   script's tree: fn(dn, runnable, opts) is called for each node created,
+   and what it returns, a function, runs instead (a swap). */
+static int l_reload_plan(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->reload_plan_ref);
+  e->reload_plan_ref = LUA_NOREF;
+  if (lua_istable(L, 2) || lua_isfunction(L, 2)) {
+    lua_settop(L, 2);
+    e->reload_plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return 0;
+}
+
+/* e:reloading() -> true while a reload's nodes have not all adopted their
+   children. */
+static int l_reloading(lua_State *L) {
+  lua_pushboolean(L, arbor_check_engine(L, 1)->reloads > 0);
+  return 1;
+}
+
+/* e:on_hangup(fn | nil): fn is called on SIGHUP (arbor.run: a reload). */
+static int l_on_hangup(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->hangup_ref);
+  e->hangup_ref = LUA_NOREF;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_settop(L, 2);
+    e->hangup_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  return 0;
+}
+
+void arbor_open_reload(lua_State *L) {
+  static const luaL_Reg methods[] = {
+      {"reloading", l_reloading},
+      {"on_hangup", l_on_hangup},
+      {"reload", l_reload},
+      {"definition", l_definition},
+      {"reload_plan", l_reload_plan},
+      {"reload_filter", l_reload_plan},
+      {NULL, NULL},
+  };
+  arbor_engine_methods(L, methods);
+}
