@@ -15,6 +15,7 @@
 -- lifecycle, restarts; nodes only in the running tree stop, nodes only in
 -- the new one start.
 local cli = require "arbor.cli"
+local core = require "arbor.core"
 local definition = require "arbor.definition"
 local policy = require "arbor.policy"
 
@@ -219,8 +220,8 @@ local function describe(r)
   for _, a in ipairs(ORDER) do
     if r.counts[a] then parts[#parts + 1] = string.format("%d %s", r.counts[a], a) end
   end
-  local out = {string.format("reload %s%s: %s", r.script, r.dry_run and " --dry-run (nothing done)" or "",
-    table.concat(parts, ", "))}
+  local out = {string.format("reload %s%s: %s (%.1f ms)", r.script,
+    r.dry_run and " --dry-run (nothing done)" or "", table.concat(parts, ", "), r.seconds * 1000)}
   for _, s in ipairs(r.steps) do out[#out + 1] = string.format("  %-8s %s", s.action, s.dn) end
   if #r.unapplied > 0 then
     out[#out + 1] = "not applied (arbor.run options a reload does not change; restart arbor): "
@@ -231,11 +232,14 @@ end
 
 --- reload{dry_run = bool} -> result | nil, err: reads the script again and
 -- applies it (or, dry_run, only plans). result: {script, dry_run, steps,
--- counts, unapplied, text}. err when nothing was done: no script, a reload
+-- counts, unapplied, seconds, text}; seconds: how long reading, building,
+-- planning and applying took (the loop, and so the control socket, waited
+-- that long; the adoptions follow in the root's first step). err when nothing was done: no script, a reload
 -- under way, the script failed to load or its tree met errors (each with
 -- its DN and message).
 function M.reload(opts)
   opts = opts or {}
+  local t0 = core.hrtime()
   if not running then return nil, "reload: no tree is running" end
   local e = running.e
   if not running.script then
@@ -264,15 +268,17 @@ function M.reload(opts)
   cli.close_built(check)
   local r = {script = running.script, dry_run = opts.dry_run or false, steps = plan.steps,
     counts = plan.counts, unapplied = unapplied(running.opts, ropts)}
-  r.text = describe(r)
-  if r.dry_run then return r end
-  local default = ropts.default_policy or policy.exponential()
-  if definition.text(running.opts.default_policy) ~= definition.text(ropts.default_policy) then
-    e:set_default_policy(default)
+  if not r.dry_run then
+    local default = ropts.default_policy or policy.exponential()
+    if definition.text(running.opts.default_policy) ~= definition.text(ropts.default_policy) then
+      e:set_default_policy(default)
+    end
+    local ok, err = M.apply(e, plan, root, cli.root_policy(ropts.policy, default))
+    if ok == nil then return nil, err end
+    running.root, running.opts = root, ropts
   end
-  local ok, err = M.apply(e, plan, root, cli.root_policy(ropts.policy, default))
-  if ok == nil then return nil, err end
-  running.root, running.opts = root, ropts
+  r.seconds = (core.hrtime() - t0) / 1e9
+  r.text = describe(r)
   return r
 end
 

@@ -292,7 +292,7 @@ op("reload", function(S, cid, rid, req)
   if not r then return S.fail(cid, rid, err) end
   if req.json then
     return S.finish(cid, rid, {data = {script = r.script, dry_run = r.dry_run,
-      steps = r.steps, counts = r.counts, unapplied = r.unapplied}})
+      steps = r.steps, counts = r.counts, unapplied = r.unapplied, seconds = r.seconds}})
   end
   S.finish(cid, rid, {text = r.text})
 end)
