@@ -7,36 +7,14 @@ local json = require "arbor.json"
 
 local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
 local size, median, report, sh = bench.size, bench.median, bench.report, bench.sh
-local mktemp = bench.mktemp
 local bin = arg[-1] and arg[-1]:find("arbor$") and arg[-1] or "build/arbor"
 
-local function request(c, req)
-  assert(c:send(json.encode(req)))
-  while true do
-    local f = json.decode(assert(c:recv()))
-    if f["end"] then return f end
-  end
-end
+local request = bench.request
 
-local function bench()
+local function measure()
   local nodes = size(100000, 2000)
-  local dir = mktemp()
+  local c, pid, dir = bench.serve("spec/bench/support/big_tree.lua " .. nodes, nodes)
   local sock = dir .. "/bench.sock"
-  os.execute(string.format("build/arbor run --quiet --control %s spec/bench/support/big_tree.lua %d > %s/out 2>&1 &",
-    sock, nodes, dir))
-  local c
-  for _ = 1, 6000 do
-    c = core.connect(sock)
-    if c then
-      local st = request(c, {op = "status", json = true, id = 0})
-      if st.data.running >= nodes then break end
-      c:close()
-      c = nil
-    end
-    os.execute("sleep 0.01")
-  end
-  assert(c, "the engine did not come up")
-  local pid = request(c, {op = "status", json = true, id = 0}).data.pid
 
   -- eval round trip over one connection
   local samples = {}
@@ -68,17 +46,11 @@ local function bench()
   report(string.format("`arbor ctl tree --json`, %d nodes (%.0f MB)", nodes,
     #out / 1e6), cmd_s, "s", "<= 1 s", cmd_s <= 1)
 
-  c:close()
-  os.execute("kill " .. pid)
-  for _ = 1, 3000 do
-    if os.execute("kill -0 " .. pid .. " 2>/dev/null") ~= true then break end
-    os.execute("sleep 0.01")
-  end
-  os.execute("rm -rf " .. dir)
+  bench.unserve(c, pid, dir)
 end
 
 -- The measurement blocks: it is this tree's only job.
 arbor.run(function()
-  bench()
+  measure()
   arbor.stop()
 end, {control = false, runaway = 0})

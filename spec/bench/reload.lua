@@ -13,15 +13,9 @@ local core = require "arbor.core"
 local json = require "arbor.json"
 
 local bench = dofile((arg[0]:match("^(.*/)") or "") .. "support/common.lua")
-local size, median, report, mktemp = bench.size, bench.median, bench.report, bench.mktemp
+local size, median, report = bench.size, bench.median, bench.report
 
-local function request(c, req)
-  assert(c:send(json.encode(req)))
-  while true do
-    local f = json.decode(assert(c:recv()))
-    if f["end"] then return f end
-  end
-end
+local request = bench.request
 
 local function write(path, text)
   local f = assert(io.open(path, "w"))
@@ -41,24 +35,11 @@ end
 local function bench_reload()
   local supervisors, leaves, procs = size(10, 2), size(100, 10), size(50, 5)
   local nodes = supervisors * (leaves + 1) + procs + 1
-  local dir = mktemp()
-  local sock, version = dir .. "/bench.sock", dir .. "/version"
+  local vdir = bench.mktemp()
+  local version = vdir .. "/version"
   write(version, "1")
-  os.execute(string.format("build/arbor run --quiet --control %s spec/bench/support/reload_tree.lua %s %d %d %d > %s/out 2>&1 &",
-    sock, version, supervisors, leaves, procs, dir))
-  local c
-  for _ = 1, 6000 do
-    c = core.connect(sock)
-    if c then
-      local st = request(c, {op = "status", json = true, id = 0})
-      if st.data.running >= nodes then break end
-      c:close()
-      c = nil
-    end
-    os.execute("sleep 0.01")
-  end
-  assert(c, "the engine did not come up")
-  local pid = request(c, {op = "status", json = true, id = 0}).data.pid
+  local c, pid, dir = bench.serve(string.format("spec/bench/support/reload_tree.lua %s %d %d %d",
+    version, supervisors, leaves, procs), nodes)
   local before = snapshot(c)
 
   local same, changed = {}, {}
@@ -89,13 +70,8 @@ local function bench_reload()
   local r = median(changed) * 1000
   report("reload, root changed, until every child is adopted, median", r, "ms", "<= 100 ms", r <= 100)
   report("  nodes restarted or processes replaced by the reloads", moved, "", "0", moved == 0)
-  c:close()
-  os.execute("kill " .. pid)
-  for _ = 1, 3000 do
-    if os.execute("kill -0 " .. pid .. " 2>/dev/null") ~= true then break end
-    os.execute("sleep 0.01")
-  end
-  os.execute("rm -rf " .. dir)
+  bench.unserve(c, pid, dir)
+  os.execute("rm -rf " .. vdir)
 end
 
 bench.banner("reload")
