@@ -196,6 +196,8 @@ local command_list = {
   {"reload", "[--dry-run]", "read the script again and apply it: unchanged services\n"
     .. "                         keep running, changed ones restart, removed ones stop,\n"
     .. "                         new ones start (--dry-run: print the plan only)", 0},
+  {"reexec", "[--binary PATH]", "replace arbor in place (same pid) by PATH (default:\n"
+    .. "                         its own file) without stopping the services", 0},
 }
 local commands, command_line = {}, {}
 for _, c in ipairs(command_list) do
@@ -248,6 +250,13 @@ function M.ctl(args)
     elseif a == "--ready" then flags.ready = true
     elseif a == "--openmetrics" then flags.openmetrics = true
     elseif a == "--dry-run" then flags.dry_run = true
+    elseif a == "--binary" then
+      if not args[i + 1] then
+        errf("arbor ctl: --binary needs a path")
+        return 2
+      end
+      flags.binary = args[i + 1]
+      i = i + 1
     elseif a == "--since" then
       flags.since = M.duration(args[i + 1])
       if not flags.since then
@@ -281,7 +290,7 @@ function M.ctl(args)
   end
   -- the options of one command only
   for _, o in ipairs{{"ready", "status"}, {"openmetrics", "metrics"}, {"since", "logs"},
-      {"dry_run", "reload"}} do
+      {"dry_run", "reload"}, {"binary", "reexec"}} do
     if flags[o[1]] and cmd ~= o[2] then
       errf("arbor ctl %s: --%s is an option of %s\n%s", cmd, (o[1]:gsub("_", "-")), o[2],
         command_usage(cmd))
@@ -296,13 +305,14 @@ function M.ctl(args)
   if not conn then return 3 end
   local req = {op = cmd, json = flags.json or flags.ready, follow = flags.follow, n = flags.n,
     ready = flags.ready, openmetrics = flags.openmetrics, since = flags.since,
-    dry_run = flags.dry_run}
+    dry_run = flags.dry_run, binary = flags.binary}
   if cmd == "eval" then
     req.code, req.budget = pos[1], flags.budget
   elseif pos[1] then
     req.dn = pos[1]
   end
   if cmd == "signal" then req.signal = math.tointeger(tonumber(pos[2])) or pos[2] end
+  if cmd == "reexec" then return M.reexec(conn, req, flags, sock) end
   local show = term.filter(1)
   local reply, err, code = conn:request(req, stream_printer(show))
   if not reply then
@@ -352,6 +362,51 @@ function M.ctl(args)
   end
   conn:close()
   return 0
+end
+
+-- `arbor ctl reexec`: the engine answers only when it could not exec;
+-- otherwise the connection ends, and the new arbor is polled (same socket,
+-- same pid) until it answers. Prints what took the tree over and how long
+-- the control socket did not answer.
+function M.reexec(conn, req, flags, sock)
+  local core = require "arbor.core"
+  local before = conn:request({op = "status", json = true})
+  local pid = before and before.ok and before.data.pid
+  local t0 = core.hrtime()
+  local reply, err, code = conn:request(req)
+  conn:close()
+  if reply and not reply.ok then
+    if flags.json then print(json.encode({ok = false, error = reply.error})) end
+    errf("arbor ctl reexec: %s", reply.error)
+    return 1
+  end
+  if not reply and code ~= "EOF" then
+    errf("arbor ctl reexec: %s", message(err, code))
+    return 3
+  end
+  for _ = 1, 3000 do -- 30 s
+    local path = M.resolve(sock)
+    local c = path and M.open(path)
+    local st = c and c:request({op = "status", json = true})
+    if c then c:close() end
+    if st and st.ok then
+      local ms = (core.hrtime() - t0) / 1e6
+      if st.data.pid ~= pid then
+        errf("arbor ctl reexec: another arbor (pid %d) answers on the socket", st.data.pid)
+        return 1
+      end
+      if flags.json then
+        print(json.encode({pid = st.data.pid, version = st.data.version, seconds = ms / 1000}))
+      else
+        print(string.format("reexec: arbor %s (pid %d) took the tree over; the control socket "
+          .. "did not answer for %.0f ms", st.data.version, st.data.pid, ms))
+      end
+      return 0
+    end
+    os.execute("sleep 0.01")
+  end
+  errf("arbor ctl reexec: no arbor answered on the socket for 30 s after the exec")
+  return 3
 end
 
 -- ---- arbor repl -------------------------------------------------------------

@@ -6,6 +6,7 @@
 -- The mechanism (spawn, pipes, the stop, the guard) is C (src/proc/); this
 -- module checks options and holds the readiness logic.
 local core = require "arbor.core"
+local restore = require "arbor.restore"
 local fail = require("arbor.failure").fail
 
 local M = {}
@@ -635,6 +636,28 @@ local function fail_with(proc, why)
   error(why, 0)
 end
 
+-- After a reexec (arbor.restore): the process the arbor before ran for
+-- ctx's node, taken over when the node's definition is the same: proc,
+-- nil, its record. A changed node's old process is stopped first (the new
+-- one may want its port): waited for, up to its grace.
+local function restored(ctx, spec)
+  if not restore.pending() then return nil end
+  local e = core.current()
+  local rec, old = restore.take(ctx, e)
+  if rec then
+    local proc, err = core.adopt(ctx, rec, spec.stop_signal, spec.grace, spec.line_max)
+    if proc then return proc, nil, rec end
+    ctx:log("reexec: not taken over: " .. tostring(err))
+    restore.stop(e, rec)
+    old = rec
+  end
+  for _ = 1, ((spec.grace or 10) + 1) * 20 do
+    if not old or old.gone then break end
+    ctx:sleep(0.05)
+  end
+  return nil
+end
+
 --- arbor.exec(argv, opts) -> runnable. Every option is checked here, at
 -- the caller's line, naming every bad one at once. The runnable starts
 -- argv, becomes HEALTHY per opts.ready, and treats any exit as a failure
@@ -687,9 +710,15 @@ function M.runnable(argv, opts)
       ctx:signal("healthy")
       return ctx:wait()
     end
-    local proc, err = ctx:exec(argv, spec)
+    local proc, err, adopted = restored(ctx, spec)
+    if not proc then proc, err = ctx:exec(argv, spec) end
     if not proc then error(err, 0) end
-    local ok, ready = pcall(wait_ready, ctx, proc, r)
+    local ok, ready
+    if adopted and adopted.healthy_for then -- it was ready before the reexec
+      ok, ready = true, true
+    else
+      ok, ready = pcall(wait_ready, ctx, proc, r)
+    end
     if not ok then
       if proc:status() == nil then
         if core.is_canceled(ready) then proc:stop() else fail_with(proc, ready) end
@@ -699,6 +728,9 @@ function M.runnable(argv, opts)
     local code, _, how = proc:status()
     if ready or (opts.oneshot and code == 0) then
       ctx:signal("healthy")
+      if adopted and adopted.healthy_for then -- its uptime goes on
+        core.current():set_healthy_for(ctx.dn, adopted.healthy_for)
+      end
       if ready and (spec.watchdog or spec.liveness) then
         local why = supervise(ctx, proc, spec)
         if why then fail_with(proc, why) end

@@ -13,6 +13,7 @@ local metrics = require "arbor.metrics"
 local explain = require("arbor.explain").explain
 local message = require("arbor.failure").message
 local reload = require "arbor.reload"
+local restore = require "arbor.restore"
 require "arbor.ctx" -- the ctx methods written in Lua
 
 local M = {}
@@ -161,6 +162,17 @@ function M.run(root, opts)
   local e = core.engine{virtual = false, seed = opts.seed or os.time(),
     ring = opts.ring, ring_bytes = opts.ring_bytes, outbox = opts.outbox,
     signals = opts.signals ~= false, runaway = opts.runaway}
+  local restoring -- after `arbor ctl reexec`: the state of the arbor before
+  if arbor_cli.options and arbor_cli.options.restore_fd then
+    local err
+    restoring, err = restore.load(arbor_cli.options.restore_fd)
+    arbor_cli.options.restore_fd = nil
+    if not restoring then -- its processes go with this arbor (the guard)
+      e:close()
+      error(setmetatable({}, {__tostring = function() return "arbor: reexec: " .. err end}))
+    end
+    restore.start(e, restoring)
+  end
   local default_policy = opts.default_policy or policy.exponential()
   e:set_default_policy(default_policy)
   metrics.configure(e, {max_series = opts.max_series})
@@ -252,6 +264,7 @@ function M.run(root, opts)
     -- under `arbor run`, a failed first start exits 2 (arbor.cli)
     e:start(root, arbor_cli.root_policy(opts.policy, default_policy),
       opts.shutdown, opts.auto_shutdown, opts.stop)
+    if restoring then restore.root(e) end
     return e:run()
   end)
   running_engine = nil

@@ -29,6 +29,10 @@ function M.started(e, root, opts, script, args)
   running = {e = e, root = root, opts = opts, script = script, args = args or {}}
 end
 
+--- current() -> the arbor.run in progress ({e, root, opts, script,
+-- args}), or nil.
+function M.current() return running end
+
 --- stopped(): the arbor.run is over.
 function M.stopped() running = nil end
 

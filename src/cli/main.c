@@ -139,6 +139,7 @@ static void set_paths(lua_State *L) {
    NULL. */
 typedef struct run_options {
   int quiet, check, init;
+  int restore_fd; /* the state of a reexec (ARBOR_RESTORE_FD), or -1 */
   const char *control, *http;
   const char *log_dir, *log_format; /* NULL: not given */
   long long log_max_bytes, log_keep; /* -1: not given */
@@ -217,6 +218,10 @@ static int run_script(lua_State *L, const char *script, const run_options *o,
   lua_setfield(L, -2, "check");
   lua_pushboolean(L, o->init);
   lua_setfield(L, -2, "init");
+  if (o->restore_fd >= 0) {
+    lua_pushinteger(L, o->restore_fd);
+    lua_setfield(L, -2, "restore_fd");
+  }
   if (lua_pcall(L, 4, 0, h) != LUA_OK) {
     fprintf(stderr, "arbor: %s\n", lua_tostring(L, -1));
     return 2;
@@ -316,8 +321,8 @@ int main(int argc, char **argv) {
      starts itself (io.popen, os.execute, luv's uv.spawn) */
   arbor_fds_cloexec(3);
   if (strcmp(argv[1], "--version") == 0) {
-    printf("arbor %s (%s, libuv %s)\n", ARBOR_VERSION, LUA_RELEASE,
-           uv_version_string());
+    printf("arbor %s (%s, libuv %s)\nreexec state format %d\n", ARBOR_VERSION,
+           LUA_RELEASE, uv_version_string(), ARBOR_STATE_FORMAT);
     return 0;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
@@ -337,7 +342,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   int i = 2, init = getpid() == 1;
-  run_options o = {.check = check, .log_max_bytes = -1, .log_keep = -1};
+  run_options o = {.check = check, .log_max_bytes = -1, .log_keep = -1,
+                   .restore_fd = -1};
+  /* after `arbor ctl reexec`: the state the arbor before handed over */
+  const char *restore = getenv("ARBOR_RESTORE_FD");
+  if (restore) {
+    o.restore_fd = atoi(restore);
+    unsetenv("ARBOR_RESTORE_FD"); /* not for the tree's programs */
+  }
   for (; !check && i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
     if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
       o.quiet = 1;

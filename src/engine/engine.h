@@ -211,7 +211,16 @@ typedef struct pnode {
                             its children */
   uint8_t claiming : 1;  /* its new incarnation's first step adopts the
                             children ctx:run names again */
+  uint8_t restored : 1;  /* made after a reexec from the state of the arbor
+                            before: its first incarnation has ctx.restored */
+  uint8_t standin : 1;   /* its next start runs the stand-in (the registry's
+                            arbor_standin_key): a job a reexec's state says
+                            its parent's coordinator had finished with */
 } pnode;
+
+/* The registry key of the stand-in runnable (set by the bindings): it
+   signals healthy and done. */
+extern const char arbor_standin_key;
 
 /* The outbox's capacity unless the engine's `outbox` option says. */
 #define ARBOR_OUTBOX_CAP 65536

@@ -28,6 +28,8 @@
 
 /* ---- starting incarnations ------------------------------------------ */
 
+const char arbor_standin_key = 0;
+
 /* pn is about to start: 1 when its gate is closed, so it waits (blocked)
    instead, e.g. a restart of a child that was canceled while blocked. */
 static int hold_at_gate(arbor_engine *e, pnode *pn) {
@@ -65,7 +67,12 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   pn->healthy_at = -1;
   if (pn->timing) arbor__deadline_started(e, pn); /* ready_timeout */
   lua_State *co = arbor__ready_thread(e, pn);
-  lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
+  if (pn->standin) { /* a finished job restored by a reexec: DONE at once */
+    pn->standin = 0;
+    lua_rawgetp(co, LUA_REGISTRYINDEX, &arbor_standin_key);
+  } else {
+    lua_rawgeti(co, LUA_REGISTRYINDEX, pn->fn_ref);
+  }
   arbor_push_ctx(co, pn);
   pn->nargs = 1;
   arbor__ready_enqueue(e, pn);

@@ -104,6 +104,11 @@ void arbor_open_metrics(lua_State *L); /* after arbor_open_engine */
 void arbor_open_log(lua_State *L); /* after arbor_open_engine */
 void arbor_open_override(lua_State *L); /* after arbor_open_engine */
 void arbor_open_reload(lua_State *L); /* after arbor_open_engine */
+/* The format of the state a reexec hands over (lua/arbor/restore.lua):
+   this arbor reads states of this format and older ones. */
+#define ARBOR_STATE_FORMAT 1
+void arbor_open_reexec(lua_State *L); /* after arbor_open_engine; and
+                                         functions in the table on top */
 void arbor_open_control(lua_State *L);
 void arbor_open_conn(lua_State *L);
 void arbor_open_slice(lua_State *L);

@@ -99,6 +99,7 @@ int luaopen_arbor_core(lua_State *L) {
   arbor_open_log(L);
   arbor_open_override(L);
   arbor_open_reload(L);
+  arbor_open_reexec(L);
   arbor_open_control(L);
   arbor_open_conn(L);
   arbor_open_slice(L);

@@ -717,8 +717,8 @@ static int ctx_group(lua_State *L) {
   return 0;
 }
 
-/* __index: methods first (upvalue 1), then the fields dn, name and
-   incarnation. */
+/* __index: methods first (upvalue 1), then the fields dn, name,
+   incarnation and restored. */
 static int ctx_index(lua_State *L) {
   lua_pushvalue(L, 2);
   if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL) return 1;
@@ -731,6 +731,8 @@ static int ctx_index(lua_State *L) {
     lua_pushstring(L, c->pn->n.name);
   } else if (strcmp(k, "incarnation") == 0) {
     lua_pushinteger(L, (lua_Integer)c->incarnation);
+  } else if (strcmp(k, "restored") == 0) { /* after a reexec (restore.md) */
+    lua_pushboolean(L, c->pn->restored && c->incarnation == 1);
   } else {
     return 1;
   }

@@ -110,6 +110,119 @@ static int l_spawn(lua_State *L) {
   return 1;
 }
 
+/* ---- a reexec (docs/restore.md) -------------------------------------- */
+
+static int field_int(lua_State *L, int t, const char *k, int dflt) {
+  lua_getfield(L, t, k);
+  int v = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : dflt;
+  lua_pop(L, 1);
+  return v;
+}
+
+/* core.adopt(ctx, record, stop_signal, grace, line_max) -> proc | nil,
+   "ENAME: message", "ENAME": takes over the process a record of
+   core.proc_export describes, for ctx's incarnation (the arbor before a
+   reexec started it). */
+static int l_adopt(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  arbor_engine *e = pn_engine(pn);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  if (!arbor_engine_loop(e)) return luaL_error(L, "core.adopt: a real-clock engine only");
+  arbor_proc_record r;
+  r.pid = field_int(L, 2, "pid", -1);
+  r.slot = field_int(L, 2, "slot", -1);
+  r.note = field_int(L, 2, "note", -1);
+  r.sd = field_int(L, 2, "sd", -1);
+  lua_getfield(L, 2, "sd_path");
+  r.sd_path = lua_tostring(L, -1);
+  lua_getfield(L, 2, "fds");
+  for (int i = 0; i < 4; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    r.fds[i] = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : -1;
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  arbor_proc_opts o;
+  memset(&o, 0, sizeof o);
+  int set;
+  o.stop_signal = opt_int(L, 3, &set);
+  if (!set) o.stop_signal = SIGTERM;
+  o.grace = luaL_optnumber(L, 4, 10.0);
+  o.line_max = (size_t)opt_int(L, 5, &set);
+  lproc *lp = lua_newuserdatauv(L, sizeof *lp, 0);
+  lp->p = NULL;
+  luaL_setmetatable(L, PROC_MT);
+  char err[256] = "";
+  arbor_proc *p;
+  int rc = arbor_proc_adopt(e, pn, &r, &o, &p, err, sizeof err);
+  if (rc != 0) return arbor_push_fail(L, uv_err_name(rc), "%s", err);
+  lp->p = p;
+  if (pn->shutdown < o.grace + 1) pn->shutdown = o.grace + 1;
+  return 1;
+}
+
+static void export_one(arbor_proc *p, pnode *pn, void *ud) {
+  lua_State *L = ud;
+  arbor_proc_record r;
+  if (arbor_proc_export(p, &r) < 0) return;
+  lua_createtable(L, 0, 7);
+  arbor_push_dn(L, &pn->n);
+  lua_setfield(L, -2, "dn");
+  lua_pushinteger(L, r.pid);
+  lua_setfield(L, -2, "pid");
+  lua_pushinteger(L, r.slot);
+  lua_setfield(L, -2, "slot");
+  lua_createtable(L, 4, 0);
+  for (int i = 0; i < 4; i++) {
+    lua_pushinteger(L, r.fds[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "fds");
+  lua_pushinteger(L, r.note);
+  lua_setfield(L, -2, "note");
+  lua_pushinteger(L, r.sd);
+  lua_setfield(L, -2, "sd");
+  if (r.sd_path) {
+    lua_pushstring(L, r.sd_path);
+    lua_setfield(L, -2, "sd_path");
+  }
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+}
+
+/* core.proc_export(e) -> {record...}: every running process of e that can
+   be taken over after a reexec ({dn, pid, slot, fds, note, sd, sd_path}),
+   its descriptors kept open across the exec from now on. */
+static int l_proc_export(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  lua_newtable(L);
+  arbor_proc_each(e, export_one, L);
+  return 1;
+}
+
+/* core.guard_export() -> {sock, table, pid} | nil; core.guard_adopt(sock,
+   table, pid) -> true | nil, err. */
+static int l_guard_export(lua_State *L) {
+  int fds[2], pid;
+  if (arbor_proc_guard_export(fds, &pid) < 0) return 0;
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, fds[0]);
+  lua_setfield(L, -2, "sock");
+  lua_pushinteger(L, fds[1]);
+  lua_setfield(L, -2, "table");
+  lua_pushinteger(L, pid);
+  lua_setfield(L, -2, "pid");
+  return 1;
+}
+
+static int l_guard_adopt(lua_State *L) {
+  int rc = arbor_proc_guard_adopt((int)luaL_checkinteger(L, 1),
+                                  (int)luaL_checkinteger(L, 2),
+                                  (int)luaL_checkinteger(L, 3));
+  if (rc < 0) return arbor_push_errno(L, rc, "the process guard");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* core.access(path [, "dir" [, what]]) -> true | nil, "ENAME: message",
    "ENAME": path is a file we may run (or a directory we may enter). The
    message names it as what (default: path). */
@@ -442,6 +555,8 @@ static const luaL_Reg funcs[] = {
     {"group", l_group},   {"signum", l_signum},
     {"environ", l_environ},   {"rlimit", l_rlimit},
     {"shim_path", l_shim_path},
+    {"adopt", l_adopt},   {"proc_export", l_proc_export},
+    {"guard_export", l_guard_export}, {"guard_adopt", l_guard_adopt},
     {NULL, NULL},
 };
 

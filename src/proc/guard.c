@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* memfd_create */
 /* guard.c: no orphans when arbor dies.
  *
  * Each process gets PR_SET_PDEATHSIG (spawn.c), which covers only the main
@@ -29,6 +30,7 @@
 static int guard_fd = -1;
 static pid_t guard_pid;
 static volatile int32_t *guard_table;
+static int guard_table_fd = -1; /* a memfd: the table crosses a reexec */
 static unsigned guard_hint;
 
 /* The guard's life: wait for EOF on fd (arbor gone), then kill every group
@@ -75,10 +77,19 @@ static void guard_main(int fd) {
    pid, or a negative errno. */
 static int guard_start(void) {
   if (!guard_table) {
-    void *t = mmap(NULL, GUARD_SLOTS * sizeof(int32_t),
-                   PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (t == MAP_FAILED) return -errno;
+    int fd = memfd_create("arbor-guard", MFD_CLOEXEC);
+    if (fd < 0) return -errno;
+    void *t = ftruncate(fd, GUARD_SLOTS * sizeof(int32_t)) < 0
+                  ? MAP_FAILED
+                  : mmap(NULL, GUARD_SLOTS * sizeof(int32_t),
+                         PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (t == MAP_FAILED) {
+      int err = errno;
+      close(fd);
+      return -err;
+    }
     guard_table = t;
+    guard_table_fd = fd;
   }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return -errno;
@@ -151,4 +162,35 @@ void arbor__guard_add(arbor_proc *p) {
 void arbor__guard_del(arbor_proc *p) {
   if (p->slot >= 0 && guard_table) guard_table[p->slot] = 0;
   p->slot = -1;
+}
+
+/* ---- reexec (restore.c) ------------------------------------------------ */
+
+int arbor__guard_export(int fds[2], int *pid) {
+  if (guard_pid <= 0 || guard_fd < 0 || guard_table_fd < 0) return -1;
+  fds[0] = guard_fd;
+  fds[1] = guard_table_fd;
+  *pid = guard_pid;
+  return 0;
+}
+
+int arbor__guard_adopt(int sock, int table, int pid) {
+  void *t = mmap(NULL, GUARD_SLOTS * sizeof(int32_t), PROT_READ | PROT_WRITE,
+                 MAP_SHARED, table, 0);
+  if (t == MAP_FAILED) return -errno;
+  fcntl(sock, F_SETFD, FD_CLOEXEC);
+  fcntl(table, F_SETFD, FD_CLOEXEC);
+  guard_table = t;
+  guard_table_fd = table;
+  guard_fd = sock;
+  guard_pid = pid;
+  return 0;
+}
+
+int arbor__guard_slot(arbor_proc *p, int slot) {
+  if (!guard_table || slot < 0 || slot >= GUARD_SLOTS ||
+      guard_table[slot] != p->pid)
+    return -1;
+  p->slot = slot;
+  return 0;
 }

@@ -98,6 +98,16 @@ int arbor__proc_log(arbor_engine *e, pnode *pn, const char *what,
    none has any: what concerns them all (the guard). */
 void arbor__proc_log_everywhere(arbor_str *line);
 
+/* ---- notify.c (reexec) ------------------------------------------------ */
+/* p's notification descriptors (the fd 3 pipe's read end, the systemd
+   socket, -1 when none) and the socket's path, for a reexec. */
+void arbor__notify_export(const arbor_proc *p, int *note, int *sd,
+                          const char **sd_path);
+/* After a reexec: p listens on the descriptors the arbor before exported
+   (arbor__notify_start starts reading). */
+int arbor__notify_adopt(arbor_proc *p, uv_loop_t *loop, int note, int sd,
+                        const char *sd_path);
+
 /* ---- outlet.c --------------------------------------------------------- */
 
 /* libuv's allocation callback for every read of proc/: one static buffer
@@ -118,6 +128,12 @@ int arbor__outlet_fd(const arbor_outlet *o, int i);
 void arbor__outlet_unused(arbor_proc *p, int made);
 /* p lets its outlet go, once its group is gone: what it wrote is read now. */
 void arbor__outlet_release(arbor_proc *p);
+/* p's outlet's descriptors (read ends of stdout and stderr, then their
+   write ends), for a reexec; -1 when it has none. */
+int arbor__outlet_export(const arbor_proc *p, int fds[4]);
+/* After a reexec: p's outlet is made of the descriptors the arbor before
+   exported (arbor__outlet_export); NULL when out of memory. */
+arbor_outlet *arbor__outlet_adopt(arbor_proc *p, const int fds[4]);
 /* Closes pn's idle outlet, if any. */
 void arbor__outlet_close_idle(pnode *pn);
 /* Closes the idle outlets of engine e, or (e NULL) of every engine on
@@ -125,6 +141,15 @@ void arbor__outlet_close_idle(pnode *pn);
 void arbor__outlet_close_all(arbor_engine *e, uv_loop_t *loop);
 
 /* ---- guard.c ---------------------------------------------------------- */
+/* The guard's socket and table (a memfd) in fds and its pid, for a reexec
+   (restore.c); -1 when there is no guard. */
+int arbor__guard_export(int fds[2], int *pid);
+/* After a reexec: the guard of the arbor before is this one (its socket,
+   its table's memfd, its pid). 0 or a negative errno. */
+int arbor__guard_adopt(int sock, int table, int pid);
+/* An adopted process keeps its slot in the table: 0 when slot holds its
+   pid, else -1. */
+int arbor__guard_slot(arbor_proc *p, int slot);
 
 /* Lists p's group with the guard (started if need be). */
 void arbor__guard_add(arbor_proc *p);

@@ -6,6 +6,7 @@
  * owner.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,4 +201,37 @@ void arbor__notify_close(arbor_proc *p) {
   arbor__outlet_flush(p, PROC_NOTIFY);
   arbor__proc_close_handle(p, (uv_handle_t *)&p->note);
   sd_close(p);
+}
+
+/* ---- reexec (proc.c) ---------------------------------------------------- */
+
+void arbor__notify_export(const arbor_proc *p, int *note, int *sd,
+                          const char **sd_path) {
+  uv_os_fd_t fd;
+  *note = p->note.data == p && !uv_is_closing((const uv_handle_t *)&p->note) &&
+                  uv_fileno((const uv_handle_t *)&p->note, &fd) == 0
+              ? fd
+              : -1;
+  *sd = p->sd_fd;
+  *sd_path = p->sd_path;
+}
+
+int arbor__notify_adopt(arbor_proc *p, uv_loop_t *loop, int note, int sd,
+                        const char *sd_path) {
+  if (note >= 0) {
+    fcntl(note, F_SETFD, FD_CLOEXEC);
+    uv_pipe_init(loop, &p->note, 0);
+    p->note.data = p;
+    p->handles++;
+    uv_pipe_open(&p->note, note);
+  }
+  if (sd >= 0) {
+    fcntl(sd, F_SETFD, FD_CLOEXEC);
+    p->sd_fd = sd;
+    p->sd_path = sd_path ? strdup(sd_path) : NULL;
+    uv_poll_init(loop, &p->sd, sd);
+    p->sd.data = p;
+    p->handles++;
+  }
+  return 0;
 }

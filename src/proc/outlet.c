@@ -288,3 +288,37 @@ void arbor__outlet_close_all(arbor_engine *e, uv_loop_t *loop) {
     }
   }
 }
+
+/* ---- reexec (restore.c) ------------------------------------------------ */
+
+int arbor__outlet_export(const arbor_proc *p, int fds[4]) {
+  const arbor_outlet *o = p->outlet;
+  if (!o) return -1;
+  for (int i = 0; i < 2; i++) {
+    uv_os_fd_t fd;
+    if (uv_fileno((const uv_handle_t *)&o->r[i], &fd) != 0) return -1;
+    fds[i] = fd;
+    fds[2 + i] = o->w[i];
+  }
+  return 0;
+}
+
+arbor_outlet *arbor__outlet_adopt(arbor_proc *p, const int fds[4]) {
+  arbor_outlet *o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->pn = p->pn;
+  o->e = p->e;
+  for (int i = 0; i < 2; i++) {
+    fcntl(fds[i], F_SETFD, FD_CLOEXEC);
+    fcntl(fds[2 + i], F_SETFD, FD_CLOEXEC);
+    uv_pipe_init(arbor_engine_loop(p->e), &o->r[i], 0);
+    o->r[i].data = o;
+    uv_pipe_open(&o->r[i], fds[i]);
+    o->w[i] = fds[2 + i];
+    uv_read_start((uv_stream_t *)&o->r[i], arbor__outlet_alloc, o_on_read);
+  }
+  o->handles = 2;
+  o->user = p;
+  p->outlet = o;
+  return o;
+}

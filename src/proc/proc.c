@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -401,4 +402,120 @@ int arbor_proc_killed_after_grace(const arbor_proc *p, double *grace) {
 int arbor_proc_status(const arbor_proc *p, int64_t *status) {
   *status = p->status;
   return p->term_signal;
+}
+
+/* ---- a reexec (docs/restore.md) -------------------------------------- */
+
+static void keep_open(int fd) {
+  if (fd >= 0) fcntl(fd, F_SETFD, 0);
+}
+
+int arbor_proc_export(arbor_proc *p, arbor_proc_record *r) {
+  if (p->stopping || p->exited || p->gone || arbor__outlet_export(p, r->fds) < 0)
+    return -1;
+  r->pid = p->pid;
+  r->slot = p->slot;
+  arbor__notify_export(p, &r->note, &r->sd, &r->sd_path);
+  for (int i = 0; i < 4; i++) keep_open(r->fds[i]);
+  keep_open(r->note);
+  keep_open(r->sd);
+  return 0;
+}
+
+void arbor_proc_each(arbor_engine *e,
+                     void (*fn)(arbor_proc *p, pnode *pn, void *ud), void *ud) {
+  for (arbor_proc *p = arbor__running; p; p = p->rnext)
+    if (p->e == e && !p->exited) fn(p, p->pn, ud);
+}
+
+/* 1 when pid is a child of this process leading its own group. */
+static int our_group_leader(int pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char *rp = strrchr(buf, ')');
+  int ppid, pgrp;
+  char state;
+  if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return 0;
+  return state != 'Z' && ppid == getpid() && pgrp == pid;
+}
+
+static int is_fifo(int fd) {
+  struct stat st;
+  return fd >= 0 && fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+int arbor_proc_adopt(arbor_engine *e, pnode *pn, const arbor_proc_record *r,
+                     const arbor_proc_opts *o, arbor_proc **out, char *err,
+                     size_t errlen) {
+  if (r->pid <= 1 || !our_group_leader(r->pid)) {
+    snprintf(err, errlen, "process %d is not a child of this arbor leading "
+             "its own process group: not taken over", r->pid);
+    return UV_ESRCH;
+  }
+  for (int i = 0; i < 4; i++)
+    if (!is_fifo(r->fds[i])) {
+      snprintf(err, errlen, "process %d: descriptor %d is not its output "
+               "pipe: not taken over", r->pid, r->fds[i]);
+      return UV_EBADF;
+    }
+  if (r->note >= 0 && !is_fifo(r->note)) {
+    snprintf(err, errlen, "process %d: descriptor %d is not its "
+             "notification pipe: not taken over", r->pid, r->note);
+    return UV_EBADF;
+  }
+  arbor_proc *p = calloc(1, sizeof *p);
+  if (!p) return UV_ENOMEM;
+  arbor_engine_set_procs(&hooks);
+  uv_loop_t *loop = arbor_engine_loop(e);
+  p->e = e;
+  p->pn = pn;
+  arbor_node_ref(&pn->n);
+  p->incarnation = pn->n.incarnation;
+  p->stop_signal = o->stop_signal;
+  p->grace = o->grace;
+  p->line_max = o->line_max ? o->line_max : ARBOR_LINE_MAX;
+  p->sd_fd = -1;
+  p->slot = -1;
+  p->pid = r->pid;
+  arbor__proc_add(p);
+  uv_timer_init(loop, &p->timer);
+  p->timer.data = p;
+  p->handles = 1;
+  if (!arbor__outlet_adopt(p, r->fds)) {
+    p->exited = p->gone = p->lua_gone = 1;
+    arbor__proc_close_handle(p, (uv_handle_t *)&p->timer);
+    return UV_ENOMEM;
+  }
+  arbor__notify_adopt(p, loop, r->note, r->sd, r->sd_path);
+  if (!uv_is_active((uv_handle_t *)&chld)) {
+    uv_signal_init(loop, &chld);
+    uv_signal_start(&chld, on_chld, SIGCHLD);
+    uv_unref((uv_handle_t *)&chld);
+  }
+  arbor__proc_running_add(p);
+  arbor_engine_procs_started(pn);
+  if (arbor__guard_slot(p, r->slot) < 0) arbor__guard_add(p);
+  arbor__notify_start(p, check);
+  /* it may have exited between the exec and now: reaped at once */
+  int st;
+  if (waitpid(p->pid, &st, WNOHANG) == p->pid) arbor_proc_reaped(p, st);
+  *out = p;
+  return 0;
+}
+
+int arbor_proc_guard_export(int fds[2], int *pid) {
+  if (arbor__guard_export(fds, pid) < 0) return -1;
+  keep_open(fds[0]);
+  keep_open(fds[1]);
+  return 0;
+}
+
+int arbor_proc_guard_adopt(int sock, int table, int pid) {
+  return arbor__guard_adopt(sock, table, pid);
 }

@@ -80,6 +80,38 @@ int arbor_proc_stopped(const arbor_proc *p);
    *status. */
 int arbor_proc_status(const arbor_proc *p, int64_t *status);
 
+/* ---- a reexec (docs/restore.md) -------------------------------------- */
+
+/* What the arbor that execs in this one's place needs to take a process
+   over: its pid, its slot with the guard, and descriptors that stay open
+   across the exec. */
+typedef struct arbor_proc_record {
+  int pid, slot;
+  int fds[4];          /* stdout and stderr read ends, then write ends */
+  int note, sd;        /* the fd 3 pipe's read end, the systemd socket; -1 */
+  const char *sd_path; /* the socket's path (p's), or NULL */
+} arbor_proc_record;
+
+/* Fills r for p and clears close-on-exec on its descriptors. -1 when p
+   cannot be taken over (it is stopping or exited, or has no pipes). */
+int arbor_proc_export(arbor_proc *p, arbor_proc_record *r);
+/* Calls fn for each process of e whose main process runs, with its owner. */
+void arbor_proc_each(arbor_engine *e,
+                     void (*fn)(arbor_proc *p, pnode *pn, void *ud), void *ud);
+/* Takes over, for pn's current incarnation, the process r describes,
+   which the arbor before this one (same pid: its children are ours)
+   started. Refused (a negative errno, a message in err) when r.pid is not
+   a child of this process leading its own group, or a descriptor is not
+   what it should be. o: its stop signal, grace, line length. */
+int arbor_proc_adopt(arbor_engine *e, pnode *pn, const arbor_proc_record *r,
+                     const arbor_proc_opts *o, arbor_proc **out, char *err,
+                     size_t errlen);
+/* The guard's socket and table, and its pid, kept open across an exec: 0,
+   or -1 when there is no guard. */
+int arbor_proc_guard_export(int fds[2], int *pid);
+/* After a reexec: the guard is the one of the arbor before. */
+int arbor_proc_guard_adopt(int sock, int table, int pid);
+
 /* ---- common.c --------------------------------------------------------- */
 
 /* Calls fn(pid, pgrp, stat, ud) for every process in /proc that is not a

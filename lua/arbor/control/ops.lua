@@ -297,6 +297,19 @@ op("reload", function(S, cid, rid, req)
   S.finish(cid, rid, {text = r.text})
 end)
 
+-- reexec: arbor replaces itself (same pid) and the new one takes the tree
+-- over; this returns only when that could not start. The connection ends
+-- with the exec: the client reconnects (arbor.client).
+op("reexec", function(S, cid, rid, req)
+  if req.binary ~= nil and type(req.binary) ~= "string" then
+    return S.fail(cid, rid, "reexec: binary must be a path")
+  end
+  local current = require("arbor.reload").current()
+  if not current then return S.fail(cid, rid, "reexec: no tree is running") end
+  local _, err = require("arbor.restore").reexec(current, {binary = req.binary})
+  S.fail(cid, rid, err)
+end)
+
 -- ---- seeing and signalling services (`arbor ctl explain|start|signal`) ----
 
 -- start: a node that does not run (stopped, held, given up, waiting for a

@@ -1,0 +1,185 @@
+--- arbor.restore: `arbor ctl reexec` (docs/restore.md). arbor replaces
+-- itself in place (same pid: its processes stay its children) with the
+-- same binary or another one, and the new arbor takes the tree over.
+--
+-- Before the exec, the state goes into a memory file (memfd) whose
+-- descriptor, like those of the processes (their output pipes, their
+-- notification pipe or socket) and of the process guard, stays open across
+-- the exec: JSON, {format, from, now (the engine's clock, which the new
+-- engine's goes on from), script, args, nodes = {dn = {restarts,
+-- consecutive, failures, finished, healthy_for}}, procs = {{dn, pid, slot,
+-- fds, note, sd, sd_path, definition, healthy_for}}, guard = {sock, table,
+-- pid}}. The new arbor (ARBOR_RESTORE_FD) adopts the guard, loads the
+-- script and builds the tree: a node made at a DN of the state gets its
+-- counters back; an `arbor.exec` node whose definition is the same takes
+-- its running process over (same pid, pipes, readiness, uptime); a
+-- prestart or poststart job its parent's coordinator had finished with is
+-- not run again (it is DONE at once); Lua runnables start again with
+-- ctx.restored = true. A process the new tree did not take over within
+-- ADOPT_SECONDS is stopped (stop signal, SIGKILL after its grace).
+local core = require "arbor.core"
+local definition = require "arbor.definition"
+local json = require "arbor.json"
+
+local M = {}
+
+--- Seconds the new tree has to take its processes over.
+M.ADOPT_SECONDS = 10
+
+local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- The format of the state binary reads, from its --version; nil, why.
+local function binary_format(binary)
+  local p = io.popen(shell_quote(binary) .. " --version 2>&1")
+  if not p then return nil, "cannot run " .. binary end
+  local out = p:read("a")
+  local ok = p:close()
+  if not ok or not out:match("^arbor ") then
+    return nil, string.format("%s --version failed: %s", binary, (out:gsub("%s+$", "")))
+  end
+  local fmt = tonumber(out:match("reexec state format (%d+)"))
+  if not fmt then return nil, binary .. " cannot take a tree over (no reexec state format)" end
+  return fmt, out:match("^arbor (%S+)")
+end
+
+--- reexec(running, {binary = path}) -> nil, err: replaces this arbor by
+-- binary (default: the file it runs) with the same command line; returns
+-- only when that could not start (the tree runs on, as it was). running:
+-- arbor.reload's record of the arbor.run in progress.
+function M.reexec(running, opts)
+  opts = opts or {}
+  local e = running.e
+  if not running.script then
+    return nil, "reexec: no script to load again (run the tree with `arbor run SCRIPT`)"
+  end
+  if e:reloading() then return nil, "reexec: a reload is under way" end
+  local binary = opts.binary or core.self_exe()
+  local fmt, version = binary_format(binary)
+  if not fmt then return nil, "reexec: " .. version end
+  if fmt < core.state_format then
+    return nil, string.format("reexec: %s reads the state format %d, this arbor writes %d "
+      .. "(an older arbor cannot take this tree over)", binary, fmt, core.state_format)
+  end
+  local state = {format = core.state_format, from = core.version, now = e:now(),
+    script = running.script,
+    args = running.args, nodes = {}, procs = {}, guard = core.guard_export()}
+  local function walk(v)
+    state.nodes[v.dn] = e:node_record(v.dn)
+    for _, c in ipairs(v.children) do walk(c) end
+  end
+  walk(e:tree("root"))
+  for _, rec in ipairs(core.proc_export(e)) do
+    local d = e:definition(rec.dn)
+    rec.definition = definition.of(d.fn, d.opts)
+    rec.healthy_for = state.nodes[rec.dn] and state.nodes[rec.dn].healthy_for
+    state.procs[#state.procs + 1] = rec
+  end
+  local fd, err = core.memfd("arbor-state", json.encode(state))
+  if not fd then return nil, "reexec: " .. err end
+  core.log_flush(e)
+  local _, xerr = core.exec(binary, core.self_argv(), "ARBOR_RESTORE_FD", tostring(fd))
+  core.close_fd(fd)
+  return nil, string.format("reexec: %s (arbor %s): %s; the tree runs on", binary,
+    tostring(version), xerr)
+end
+
+-- ---- the new arbor ------------------------------------------------------------
+
+local nodes, procs = {}, {} -- the state's, by DN, until taken
+
+--- load(fd) -> state | nil, err: the state the arbor before handed over.
+function M.load(fd)
+  local data, err = core.read_fd(fd)
+  if not data then return nil, err end
+  local ok, state = pcall(json.decode, data)
+  if not ok or type(state) ~= "table" then return nil, "the state is not JSON: " .. tostring(state) end
+  if math.type(state.format) ~= "integer" then return nil, "the state has no format" end
+  if state.format > core.state_format then
+    return nil, string.format("the state's format %d is newer than this arbor reads (%d)",
+      state.format, core.state_format)
+  end
+  return state
+end
+
+--- stop(e, rec [, grace]): a process of the state the new tree does not
+-- take over: its group is stopped (SIGTERM now, SIGKILL after grace, 10 s)
+-- and reaped (then rec.gone is true).
+function M.stop(e, rec, grace)
+  grace = grace or 10
+  local uv = require "luv"
+  core.signal_group(rec.pid, 15)
+  core.signal_group(rec.pid, 18) -- SIGCONT
+  for _, fd in ipairs(rec.fds) do core.close_fd(fd) end
+  if rec.note >= 0 then core.close_fd(rec.note) end
+  if rec.sd >= 0 then core.close_fd(rec.sd) end
+  e:log_root(string.format("reexec: %s (pid %d) was not taken over by the new tree: stopped",
+    rec.dn, rec.pid))
+  local t, waited = uv.new_timer(), 0
+  t:start(100, 100, function()
+    waited = waited + 0.1
+    if core.reap(rec.pid) then
+      rec.gone = true
+      t:close()
+      return
+    end
+    if waited >= grace then core.signal_group(rec.pid, 9) end
+  end)
+end
+
+--- start(e, state): before the tree starts: the guard is the one of the
+-- arbor before, and the nodes the tree makes take their state back (the
+-- engine's reload filter sees every node created). Processes not taken
+-- over within ADOPT_SECONDS are stopped.
+function M.start(e, state)
+  if type(state.now) == "number" then e:set_clock(state.now) end
+  local g = state.guard
+  if type(g) == "table" then
+    local ok, err = core.guard_adopt(g.sock, g.table, g.pid)
+    if not ok then e:log_root("reexec: the process guard: " .. tostring(err)) end
+  end
+  nodes, procs = state.nodes or {}, {}
+  for _, rec in ipairs(state.procs or {}) do procs[rec.dn] = rec end
+  e:reload_filter(function(dn)
+    local rec = nodes[dn]
+    if not rec then return end
+    nodes[dn] = nil
+    e:restore_node(dn, rec)
+  end)
+  local uv = require "luv"
+  local t = uv.new_timer()
+  t:start(M.ADOPT_SECONDS * 1000, 0, function()
+    t:close()
+    e:reload_filter(nil)
+    for dn, rec in pairs(procs) do
+      procs[dn] = nil
+      M.stop(e, rec)
+    end
+  end)
+end
+
+--- root(e, state): the root's counters (the engine made it without the filter).
+function M.root(e)
+  local rec = nodes.root
+  if rec then
+    nodes.root = nil
+    e:restore_node("root", rec)
+  end
+end
+
+--- take(ctx, fn, opts) -> record | nil: the process the arbor before ran
+-- for ctx's node, when its definition (runnable fn, options opts) is the
+-- same; the record is taken (nil for every later call).
+function M.take(ctx, e)
+  local rec = procs[ctx.dn]
+  if not rec then return nil end
+  procs[ctx.dn] = nil
+  local d = e:definition(ctx.dn)
+  if d and definition.of(d.fn, d.opts) == rec.definition then return rec end
+  M.stop(e, rec)
+  return nil, rec
+end
+
+--- pending() -> true while processes of the state wait to be taken over.
+function M.pending() return next(procs) ~= nil end
+
+return M
