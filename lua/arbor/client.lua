@@ -403,6 +403,13 @@ function M.reexec(conn, req, flags, sock)
       end
       return 0
     end
+    local gone = pid and pid > 1 and not io.open("/proc/" .. pid .. "/stat")
+    if gone then
+      errf("arbor ctl reexec: arbor (pid %d) exited after the exec: the new arbor could not "
+        .. "take the tree over (its error is on its stderr); the process guard killed the "
+        .. "services", pid)
+      return 1
+    end
     os.execute("sleep 0.01")
   end
   errf("arbor ctl reexec: no arbor answered on the socket for 30 s after the exec")

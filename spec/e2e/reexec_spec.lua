@@ -1,0 +1,201 @@
+-- End-to-end: `arbor ctl reexec` (issue 17, docs/restore.md). arbor
+-- replaces itself in place; `sleep` services keep their pids (also when the
+-- new binary reports another version), a Lua runnable starts again with
+-- ctx.restored and its counters, a prestart migration and a poststart job
+-- do not run again across two reexecs, a binary that is not an arbor is
+-- refused with the tree running on, a new arbor that cannot load the script
+-- leaves no process behind, and under --init in a PID namespace arbor stays
+-- PID 1.
+local json = require "arbor.json"
+local support = require "e2e.support"
+local bin, q, sh, read = support.bin, support.q, support.sh, support.read
+
+local function poll(fn, what)
+  assert(support.eventually(fn), "timed out waiting for " .. what)
+end
+
+local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+
+local lua_dir = (support.capture("pwd"):gsub("%s+$", "")) .. "/lua"
+
+-- The supervisor: keep (sleep), a Lua node that logs whether it was
+-- restored, a prestart migration and a poststart job that append to files
+-- in the script's directory; extra goes into the root.
+local function script(dir, extra)
+  local f = assert(io.open(dir .. "/sup.lua", "w"))
+  f:write(string.format([[
+local arbor = require "arbor"
+local dir = %q
+arbor.run(function(ctx)
+  ctx:run("migrate", arbor.exec({"sh", "-c", "echo x >> " .. dir .. "/migrations"}, {oneshot = true}),
+    {lifecycle = "prestart"})
+  ctx:run("keep", arbor.exec{"sleep", "1000"})
+  ctx:run("lua", function(c)
+    c:log("restored " .. tostring(c.restored))
+    c:signal("healthy")
+    c:wait()
+  end)
+  ctx:run("warm", arbor.exec({"sh", "-c", "echo x >> " .. dir .. "/warm"}, {oneshot = true}),
+    {lifecycle = "poststart"})
+  %s
+  ctx:signal("healthy")
+  ctx:wait()
+end)
+]], dir, extra or ""))
+  f:close()
+  return q(dir .. "/sup.lua")
+end
+
+describe("reexec", function()
+  local e
+  after_each(function()
+    if e then
+      os.execute("kill -9 " .. e.pid .. " 2>/dev/null")
+      os.execute("pkill -9 -f " .. q(e.dir) .. " 2>/dev/null")
+      os.execute("rm -rf " .. q(e.dir))
+    end
+    e = nil
+  end)
+
+  local function ctl(args)
+    return sh(bin .. " ctl " .. q(e.sock) .. " " .. args)
+  end
+
+  local function status()
+    local code, out = ctl("status --json")
+    if code ~= 0 then return nil end
+    local data = json.decode(out)
+    data.by = {}
+    for _, row in ipairs(data.table) do data.by[row.dn] = row end
+    return data
+  end
+
+  local function start(extra)
+    e = support.run_arbor(function(dir) return script(dir, extra) end,
+      "ARBOR_LUA_DIR=" .. q(lua_dir))
+    poll(function()
+      local st = status()
+      return st and st.by["root.keep"] and st.by["root.keep"].pid and read(e.dir .. "/warm")
+    end, "the tree to run")
+    return status()
+  end
+
+  it("keeps the services' pids and counters, restarts Lua runnables restored, runs no job again", function()
+    local before = start()
+    assert.is_true(ctl("restart root.lua") == 0)
+    poll(function() return status().by["root.lua"].restarts == 1 end, "the restart")
+    local code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    assert.matches("^reexec: arbor %S+ %(pid " .. e.pid .. "%) took the tree over; the control "
+      .. "socket did not answer for %d+ ms\n$", out)
+    code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    local after = status()
+    assert.equal(before.pid, after.pid)
+    assert.equal(before.by["root.keep"].pid, after.by["root.keep"].pid)
+    assert.is_true(alive(before.by["root.keep"].pid))
+    assert.equal(1, after.by["root.lua"].restarts)
+    assert.equal("DONE", after.by["root.migrate"].state)
+    assert.equal("DONE", after.by["root.warm"].state)
+    assert.equal("x\n", read(e.dir .. "/migrations"))
+    assert.equal("x\n", read(e.dir .. "/warm"))
+    assert.truthy(after.by["root.keep"].uptime >= before.by["root.keep"].uptime)
+    local _, logs = ctl("logs root.lua -n 10")
+    assert.matches("restored true", logs, 1, true)
+  end)
+
+  it("takes the tree over with another binary that reports another version", function()
+    local before = start()
+    local version = before.version
+    local other = version:gsub("%d+$", function(d) return tostring(tonumber(d) + 1) end)
+    assert.equal(#version, #other)
+    local image = assert(read(bin))
+    local patched, n = image:gsub(version:gsub("%p", "%%%0") .. "%z", other .. "\0")
+    assert.truthy(n > 0)
+    local next_bin = e.dir .. "/arbor-next"
+    local f = assert(io.open(next_bin, "wb"))
+    f:write(patched)
+    f:close()
+    os.execute("chmod +x " .. q(next_bin))
+    local code, out = ctl("reexec --binary " .. q(next_bin))
+    assert.equal(0, code, out)
+    assert.matches("reexec: arbor " .. other:gsub("%p", "%%%0") .. " %(pid", out)
+    local after = status()
+    assert.equal(other, after.version)
+    assert.equal(before.by["root.keep"].pid, after.by["root.keep"].pid)
+    assert.equal("x\n", read(e.dir .. "/migrations"))
+  end)
+
+  it("refuses a binary that is not an arbor, and the tree runs on", function()
+    local before = start()
+    local code, out = ctl("reexec --binary /bin/true")
+    assert.equal(1, code)
+    assert.matches("reexec: /bin/true --version failed", out, 1, true)
+    code, out = ctl("reexec --binary /no/such/arbor")
+    assert.equal(1, code)
+    assert.matches("/no/such/arbor", out, 1, true)
+    local after = status()
+    assert.equal(before.by["root.keep"].pid, after.by["root.keep"].pid)
+    assert.equal(before.by["root.lua"].uptime <= after.by["root.lua"].uptime, true)
+  end)
+
+  it("leaves no process behind when the new arbor cannot load the script", function()
+    local before = start()
+    local keep = before.by["root.keep"].pid
+    local f = assert(io.open(e.dir .. "/sup.lua", "a"))
+    f:write("\nthis is not Lua\n")
+    f:close()
+    local code, out = ctl("reexec")
+    assert.equal(1, code)
+    assert.matches("exited after the exec: the new arbor could not take the tree over", out, 1, true)
+    assert.matches("sup.lua:%d+: syntax error near .is.", read(e.dir .. "/err"))
+    poll(function() return not alive(e.pid) end, "arbor to exit")
+    poll(function() return not alive(keep) end, "the guard to kill the services")
+  end)
+
+  it("never takes over a process that is not its child", function()
+    -- a process of this spec's (not arbor's child) and descriptors that are
+    -- no output pipes
+    local stranger = support.capture("sh -c 'sleep 30 >/dev/null 2>&1 & echo $!'"):match("%d+")
+    finally(function() os.execute("kill " .. stranger) end)
+    start(string.format([[
+  ctx:run("thief", function(c)
+    local core = require "arbor.core"
+    local _, err = core.adopt(c, {pid = %s, slot = -1, fds = {0, 1, 2, 0}, note = -1, sd = -1})
+    c:log("stranger: " .. tostring(err))
+    local _, err2 = core.adopt(c, {pid = %s, slot = -1, fds = {0, 1, 2, 0}, note = -1, sd = -1})
+    c:log("self: " .. tostring(err2))
+    c:signal("healthy")
+    c:wait()
+  end)]], stranger, "require('arbor.core').getpid()"))
+    local _, logs = ctl("logs root.thief -n 10")
+    assert.matches("stranger: ESRCH: process " .. stranger .. " is not a child of this arbor "
+      .. "leading its own process group: not taken over", logs, 1, true)
+    assert.matches("self: ESRCH: process %d+ is not a child of this arbor", logs)
+    assert.is_true(alive(tonumber(stranger)))
+  end)
+
+  it("keeps PID 1 under --init in a PID namespace", function()
+    if os.execute("unshare --pid --fork --mount-proc true 2>/dev/null") ~= true then
+      pending("unshare --pid needs root")
+      return
+    end
+    e = support.run_arbor(function(dir)
+      return "--init " .. script(dir)
+    end, function(dir)
+      -- run_arbor runs `sh -c 'exec BIN run ...'`: unshare goes first
+      return "ARBOR_LUA_DIR=" .. q(lua_dir) .. " unshare --pid --fork --mount-proc"
+    end)
+    poll(function()
+      local st = status()
+      return st and st.by["root.keep"] and st.by["root.keep"].pid
+    end, "the tree to run")
+    local before = status()
+    assert.equal(1, before.pid)
+    local code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    local after = status()
+    assert.equal(1, after.pid)
+    assert.equal(before.by["root.keep"].pid, after.by["root.keep"].pid)
+  end)
+end)
