@@ -702,7 +702,7 @@ function M.runnable(argv, opts)
   end
   if #problems > 0 then error("arbor.exec: " .. table.concat(problems, "; "), 2) end
   local name = argv[1]
-  return function(ctx)
+  local function run(ctx)
     engine_defaults(ctx, min_uptime, ready_timeout)
     if core.checking() then -- `arbor check`: checked, not run
       local ok, err = check_launch(argv, spec)
@@ -745,6 +745,8 @@ function M.runnable(argv, opts)
     end
     error(string.format("%s %s%s", name, how, ready and "" or " before it was ready"), 0)
   end
+  restore.mark_exec(run) -- its process can cross a reexec
+  return run
 end
 
 return M

@@ -26,6 +26,14 @@ local M = {}
 --- Seconds the new tree has to take its processes over.
 M.ADOPT_SECONDS = 10
 
+-- The runnables arbor.exec made: their processes can be taken over (a Lua
+-- runnable that started processes with ctx:exec starts again, and starts
+-- its own again).
+local exec_runnables = setmetatable({}, {__mode = "k"})
+
+--- mark_exec(fn): fn is an arbor.exec runnable.
+function M.mark_exec(fn) exec_runnables[fn] = true end
+
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 -- The format of the state binary reads, from its --version; nil, why.
@@ -70,6 +78,7 @@ function M.reexec(running, opts)
   walk(e:tree("root"))
   for _, rec in ipairs(core.proc_export(e)) do
     local d = e:definition(rec.dn)
+    rec.exec = exec_runnables[d.fn] == true
     rec.definition = definition.of(d.fn, d.opts)
     rec.healthy_for = state.nodes[rec.dn] and state.nodes[rec.dn].healthy_for
     state.procs[#state.procs + 1] = rec
@@ -85,7 +94,8 @@ end
 
 -- ---- the new arbor ------------------------------------------------------------
 
-local nodes, procs = {}, {} -- the state's, by DN, until taken
+local nodes, procs = {}, {} -- the state's, by DN, until taken (procs: lists)
+
 
 --- load(fd) -> state | nil, err: the state the arbor before handed over.
 function M.load(fd)
@@ -138,7 +148,17 @@ function M.start(e, state)
     if not ok then e:log_root("reexec: the process guard: " .. tostring(err)) end
   end
   nodes, procs = state.nodes or {}, {}
-  for _, rec in ipairs(state.procs or {}) do procs[rec.dn] = rec end
+  for _, rec in ipairs(state.procs or {}) do
+    if rec.exec then
+      procs[rec.dn] = procs[rec.dn] or {}
+      table.insert(procs[rec.dn], rec)
+    else -- a Lua runnable's own (ctx:exec): it starts again, and them too
+      M.stop(e, rec)
+    end
+  end
+  for _, list in pairs(procs) do -- the oldest first: the program, not a
+    table.sort(list, function(a, b) return a.pid < b.pid end) -- probe
+  end
   e:reload_filter(function(dn)
     local rec = nodes[dn]
     if not rec then return end
@@ -150,9 +170,9 @@ function M.start(e, state)
   t:start(M.ADOPT_SECONDS * 1000, 0, function()
     t:close()
     e:reload_filter(nil)
-    for dn, rec in pairs(procs) do
+    for dn, list in pairs(procs) do
       procs[dn] = nil
-      M.stop(e, rec)
+      for _, rec in ipairs(list) do M.stop(e, rec) end
     end
   end)
 end
@@ -166,13 +186,15 @@ function M.root(e)
   end
 end
 
---- take(ctx, fn, opts) -> record | nil: the process the arbor before ran
--- for ctx's node, when its definition (runnable fn, options opts) is the
--- same; the record is taken (nil for every later call).
+--- take(ctx, e) -> record | nil, old: the process the arbor before ran for
+-- ctx's node (on engine e), when the node's definition is the same; else
+-- nil and the old record, whose process is being stopped. Taken once.
 function M.take(ctx, e)
-  local rec = procs[ctx.dn]
-  if not rec then return nil end
+  local list = procs[ctx.dn]
+  if not list then return nil end
   procs[ctx.dn] = nil
+  local rec = table.remove(list, 1)
+  for _, other in ipairs(list) do M.stop(e, other) end -- a probe's
   local d = e:definition(ctx.dn)
   if d and definition.of(d.fn, d.opts) == rec.definition then return rec end
   M.stop(e, rec)

@@ -120,7 +120,7 @@ describe("--help", function()
       assert.is_truthy(out:match("^usage: arbor"), args)
     end
     for _, cmd in ipairs{"status", "tree", "node", "restart", "stop", "logs", "events",
-      "eval", "shutdown", "reload"} do
+      "eval", "shutdown", "reload", "reexec"} do
       local code, out = sh(bin .. " ctl " .. cmd .. " --help")
       assert.equal(0, code, cmd)
       assert.matches("^usage: arbor ctl %[SOCKET%] " .. cmd, out)
