@@ -11,7 +11,9 @@
 -- fds, note, sd, sd_path, definition, healthy_for}}, guard = {sock, table,
 -- pid}}. The new arbor (ARBOR_RESTORE_FD) adopts the guard, loads the
 -- script and builds the tree: a node made at a DN of the state gets its
--- counters back; an `arbor.exec` node whose definition is the same takes
+-- counters and its runtime swaps back (their functions cross as bytecode
+-- with their captured values, when those are plain data); an
+-- `arbor.exec` node whose definition is the same takes
 -- its running process over (same pid, pipes, readiness, uptime); a
 -- prestart or poststart job its parent's coordinator had finished with is
 -- not run again (it is DONE at once); Lua runnables start again with
@@ -33,6 +35,78 @@ local exec_runnables = setmetatable({}, {__mode = "k"})
 
 --- mark_exec(fn): fn is an arbor.exec runnable.
 function M.mark_exec(fn) exec_runnables[fn] = true end
+
+-- ---- runtime swaps across the exec ----------------------------------------
+
+-- A value that crosses as JSON: nil, booleans, numbers, strings, and tables
+-- of those (no cycles, string or integer keys).
+local function plain(v, depth)
+  local t = type(v)
+  if t == "nil" or t == "boolean" or t == "number" or t == "string" then return true end
+  if t ~= "table" or (depth or 0) > 8 or getmetatable(v) then return false end
+  for k, x in pairs(v) do
+    if (type(k) ~= "string" and math.type(k) ~= "integer") or not plain(x, (depth or 0) + 1) then
+      return false
+    end
+  end
+  return true
+end
+
+-- A runtime swap's function as data: its bytecode (hex) and its upvalues'
+-- values; nil, why when it cannot cross (a C function, or it captures a
+-- function, a coroutine or userdata).
+local function freeze(f)
+  local ok, code = pcall(string.dump, f)
+  if not ok then return nil, "a C function" end
+  local ups, i = {}, 1
+  while true do
+    local name, v = debug.getupvalue(f, i)
+    if not name then break end
+    if name == "_ENV" then -- _G, or a REPL session's environment: _G after
+      ups[i] = {env = true}
+    elseif plain(v) then
+      ups[i] = {value = v}
+    else
+      return nil, string.format("it captures %s '%s'", type(v), name)
+    end
+    i = i + 1
+  end
+  return {code = (code:gsub(".", function(c) return string.format("%02x", c:byte()) end)),
+    upvalues = ups, n = i - 1}
+end
+
+local function thaw(t)
+  local code = t.code:gsub("%x%x", function(h) return string.char(tonumber(h, 16)) end)
+  local f = assert(load(code, "=(runtime swap)", "b"))
+  for i = 1, t.n do
+    local u = t.upvalues[i] or {}
+    debug.setupvalue(f, i, u.env and _G or u.value)
+  end
+  return f
+end
+
+-- The runtime swaps of dn on e, frozen: {fn, policy} (each nil when not
+-- swapped, or when it cannot cross: then why says so).
+local function frozen_overrides(e, dn)
+  local fn, policy = e:override(dn)
+  if not fn and not policy then return nil end
+  local out = {}
+  for k, f in pairs{fn = fn, policy = policy} do
+    local t, why = freeze(f)
+    if t then out[k] = t else out.why = (out.why and out.why .. "; " or "") .. k .. ": " .. why end
+  end
+  return out
+end
+
+-- Applies a node's frozen swaps (its node was just made).
+local function apply_overrides(e, dn, o)
+  if o.why then e:log_root(string.format("reexec: a runtime swap of %s is not carried over (%s)", dn, o.why)) end
+  local ok, err = pcall(function()
+    if o.fn then e:swap(dn, thaw(o.fn)) end
+    if o.policy then e:set_policy(dn, thaw(o.policy)) end
+  end)
+  if not ok then e:log_root(string.format("reexec: a runtime swap of %s: %s", dn, tostring(err))) end
+end
 
 local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
@@ -72,7 +146,9 @@ function M.reexec(running, opts)
     script = running.script,
     args = running.args, nodes = {}, procs = {}, guard = core.guard_export()}
   local function walk(v)
-    state.nodes[v.dn] = e:node_record(v.dn)
+    local rec = e:node_record(v.dn)
+    rec.overrides = frozen_overrides(e, v.dn)
+    state.nodes[v.dn] = rec
     for _, c in ipairs(v.children) do walk(c) end
   end
   walk(e:tree("root"))
@@ -164,6 +240,7 @@ function M.start(e, state)
     if not rec then return end
     nodes[dn] = nil
     e:restore_node(dn, rec)
+    if rec.overrides then apply_overrides(e, dn, rec.overrides) end
   end)
   local uv = require "luv"
   local t = uv.new_timer()
@@ -183,6 +260,7 @@ function M.root(e)
   if rec then
     nodes.root = nil
     e:restore_node("root", rec)
+    if rec.overrides then apply_overrides(e, "root", rec.overrides) end
   end
 end
 

@@ -51,7 +51,7 @@ describe("reexec", function()
   after_each(function()
     if e then
       os.execute("kill -9 " .. e.pid .. " 2>/dev/null")
-      os.execute("pkill -9 -f " .. q(e.dir) .. " 2>/dev/null")
+      os.execute(support.plain .. "pkill -9 -f " .. q(e.dir) .. " 2>/dev/null")
       os.execute("rm -rf " .. q(e.dir))
     end
     e = nil
@@ -124,6 +124,38 @@ describe("reexec", function()
     assert.equal(other, after.version)
     assert.equal(before.by["root.keep"].pid, after.by["root.keep"].pid)
     assert.equal("x\n", read(e.dir .. "/migrations"))
+  end)
+
+  it("carries runtime swaps over when what they capture is plain data", function()
+    start()
+    -- (a local of an evaluation is a session variable: the function makes
+    -- its own upvalue)
+    local code, out = ctl("eval " .. q([[
+      arbor.node("root.lua"):swap((function()
+        local word = "swapped"
+        return function(ctx)
+          ctx:log(word .. " " .. tostring(ctx.restored)) ctx:signal("healthy") ctx:wait()
+        end
+      end)(), {restart = true})
+      local helper = function() end
+      arbor.node("root.keep"):set_policy(function(ev) helper() return "stop" end)
+      return true]]))
+    assert.equal(0, code, out)
+    poll(function()
+      local _, logs = ctl("logs root.lua -n 10")
+      return logs:find("swapped false", 1, true)
+    end, "the swap")
+    code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    poll(function()
+      local _, logs = ctl("logs root.lua -n 10")
+      return logs:find("swapped true", 1, true)
+    end, "the swap after the reexec")
+    local _, node = ctl("node root.lua --json")
+    assert.truthy(json.decode(node).overridden)
+    local _, logs = ctl("logs root -n 100")
+    assert.matches("reexec: a runtime swap of root.keep is not carried over (policy: it "
+      .. "captures function 'helper')", logs, 1, true)
   end)
 
   it("refuses a binary that is not an arbor, and the tree runs on", function()

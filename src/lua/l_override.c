@@ -226,6 +226,17 @@ static int l_overridden(lua_State *L) {
   return 1;
 }
 
+/* e:override(dn) -> fn, policy: the runnable and the policy swapped in at
+   runtime for dn (nil: the script's). */
+static int l_override(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  pnode *pn = arbor_check_node(L, e, 2);
+  if (e->noverrides == 0 || !push_entry(L, e, pn, 0)) return 0;
+  lua_getfield(L, -1, "fn");
+  lua_getfield(L, -2, "policy");
+  return 2;
+}
+
 /* e:remove(dn): node:remove, stops the node (held) and removes it once its
    subtree has exited; its overrides go now. */
 static int l_remove(lua_State *L) {
@@ -244,6 +255,7 @@ void arbor_open_override(lua_State *L) {
       {"unswap", l_unswap},
       {"set_policy", l_set_policy},
       {"overridden", l_overridden},
+      {"override", l_override},
       {"remove", l_remove},
       {NULL, NULL},
   };
