@@ -101,6 +101,25 @@ void arbor__proc_log_everywhere(arbor_str *line) {
   if (n == 0) fprintf(stderr, "arbor: %s\n", line->s);
 }
 
+/* Reads /proc/PID/stat (pid as text) into buf: the fields after the
+   command's ")" in *rest, and the state, parent and group. 0, or -1 when
+   it cannot be read. */
+static int read_stat(const char *pid, char *buf, size_t size, char **rest,
+                     char *state, int *ppid, int *pgrp) {
+  char path[300];
+  snprintf(path, sizeof path, "/proc/%s/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char *rp = strrchr(buf, ')'); /* the name may hold anything */
+  if (!rp || sscanf(rp + 1, " %c %d %d", state, ppid, pgrp) != 3) return -1;
+  *rest = rp + 1;
+  return 0;
+}
+
 int arbor_proc_scan(int (*fn)(int pid, int pgrp, const char *stat, void *ud),
                     void *ud) {
   DIR *d = opendir("/proc");
@@ -108,22 +127,22 @@ int arbor_proc_scan(int (*fn)(int pid, int pgrp, const char *stat, void *ud),
   struct dirent *de;
   while ((de = readdir(d))) {
     if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
-    char path[300], buf[1024];
-    snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')'); /* the name may hold anything */
-    char state;
+    char buf[1024], *rest, state;
     int ppid, pgrp;
-    if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 ||
+    if (read_stat(de->d_name, buf, sizeof buf, &rest, &state, &ppid, &pgrp) < 0 ||
         state == 'Z')
       continue;
-    if (fn(atoi(de->d_name), pgrp, rp + 1, ud)) break;
+    if (fn(atoi(de->d_name), pgrp, rest, ud)) break;
   }
   closedir(d);
+  return 0;
+}
+
+int arbor__proc_parent_group(int pid, int *ppid, int *pgrp) {
+  char name[16], buf[1024], *rest, state;
+  snprintf(name, sizeof name, "%d", pid);
+  if (read_stat(name, buf, sizeof buf, &rest, &state, ppid, pgrp) < 0 ||
+      state == 'Z')
+    return -1;
   return 0;
 }

@@ -77,6 +77,9 @@ void arbor_proc_reaped(arbor_proc *p, int st);
 extern arbor_proc *arbor__procs;   /* every process not yet freed */
 extern arbor_proc *arbor__running; /* those not reaped yet (SIGCHLD) */
 
+/* The parent and process group of a live process (not a zombie): 0, or
+   -1 when it is gone or /proc cannot tell. */
+int arbor__proc_parent_group(int pid, int *ppid, int *pgrp);
 /* Lists a new process in arbor__procs. */
 void arbor__proc_add(arbor_proc *p);
 /* Lists p in arbor__running: its main process started. */

@@ -155,6 +155,14 @@ static void on_chld(uv_signal_t *h, int sig) {
   arbor__guard_reap(0);
 }
 
+/* SIGCHLD is watched (before any child can exit). */
+static void watch_children(uv_loop_t *loop) {
+  if (uv_is_active((uv_handle_t *)&chld)) return;
+  uv_signal_init(loop, &chld);
+  uv_signal_start(&chld, on_chld, SIGCHLD);
+  uv_unref((uv_handle_t *)&chld);
+}
+
 void arbor_proc_stop(arbor_proc *p) {
   if (p->stopping || p->gone) return;
   p->stopping = 1;
@@ -184,11 +192,7 @@ static int start(arbor_proc *p, const arbor_proc_opts *o, char **env,
   int n = o->ready == PROC_READY_NOTIFY ? 3 : 2;
   if (rc == 0 && n == 3 && pipe2(note, O_CLOEXEC) < 0) rc = -errno;
   child[2] = note[1];
-  if (!uv_is_active((uv_handle_t *)&chld)) { /* before any child can exit */
-    uv_signal_init(loop, &chld);
-    uv_signal_start(&chld, on_chld, SIGCHLD);
-    uv_unref((uv_handle_t *)&chld);
-  }
+  watch_children(loop);
   pid_t pid = 0;
   arbor_spawn_opts so = {
       .file = o->file, .argv = o->argv, .env = env ? env : environ,
@@ -227,12 +231,13 @@ static void spawn_error(const arbor_proc_opts *o, int rc, char *err,
 
 static const arbor_engine_procs hooks;
 
-int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
-                     arbor_proc **out, char *err, size_t errlen) {
+/* A new process of pn's current incarnation (not started), with its stop
+   timer; NULL when out of memory. */
+static arbor_proc *proc_new(arbor_engine *e, pnode *pn,
+                            const arbor_proc_opts *o) {
   arbor_proc *p = calloc(1, sizeof *p);
-  if (!p) return UV_ENOMEM;
+  if (!p) return NULL;
   arbor_engine_set_procs(&hooks); /* the engine tells this file from now on */
-  uv_loop_t *loop = arbor_engine_loop(e);
   p->e = e;
   p->pn = pn;
   arbor_node_ref(&pn->n);
@@ -243,10 +248,17 @@ int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
   p->sd_fd = -1;
   p->slot = -1;
   arbor__proc_add(p);
-
-  uv_timer_init(loop, &p->timer);
+  uv_timer_init(arbor_engine_loop(e), &p->timer);
   p->timer.data = p;
   p->handles = 1;
+  return p;
+}
+
+int arbor_proc_spawn(arbor_engine *e, pnode *pn, const arbor_proc_opts *o,
+                     arbor_proc **out, char *err, size_t errlen) {
+  arbor_proc *p = proc_new(e, pn, o);
+  if (!p) return UV_ENOMEM;
+  uv_loop_t *loop = arbor_engine_loop(e);
   arbor_notify_vars vars;
   int rc = arbor__notify_open(p, o, loop, &vars, err, errlen);
   char **env = rc == 0 ? arbor__notify_env(o->env, vars.v) : NULL;
@@ -430,19 +442,9 @@ void arbor_proc_each(arbor_engine *e,
 
 /* 1 when pid is a child of this process leading its own group. */
 static int our_group_leader(int pid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char *rp = strrchr(buf, ')');
   int ppid, pgrp;
-  char state;
-  if (!rp || sscanf(rp + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) return 0;
-  return state != 'Z' && ppid == getpid() && pgrp == pid;
+  return arbor__proc_parent_group(pid, &ppid, &pgrp) == 0 && ppid == getpid() &&
+         pgrp == pid;
 }
 
 static int is_fifo(int fd) {
@@ -469,35 +471,17 @@ int arbor_proc_adopt(arbor_engine *e, pnode *pn, const arbor_proc_record *r,
              "notification pipe: not taken over", r->pid, r->note);
     return UV_EBADF;
   }
-  arbor_proc *p = calloc(1, sizeof *p);
+  arbor_proc *p = proc_new(e, pn, o);
   if (!p) return UV_ENOMEM;
-  arbor_engine_set_procs(&hooks);
   uv_loop_t *loop = arbor_engine_loop(e);
-  p->e = e;
-  p->pn = pn;
-  arbor_node_ref(&pn->n);
-  p->incarnation = pn->n.incarnation;
-  p->stop_signal = o->stop_signal;
-  p->grace = o->grace;
-  p->line_max = o->line_max ? o->line_max : ARBOR_LINE_MAX;
-  p->sd_fd = -1;
-  p->slot = -1;
   p->pid = r->pid;
-  arbor__proc_add(p);
-  uv_timer_init(loop, &p->timer);
-  p->timer.data = p;
-  p->handles = 1;
   if (!arbor__outlet_adopt(p, r->fds)) {
     p->exited = p->gone = p->lua_gone = 1;
     arbor__proc_close_handle(p, (uv_handle_t *)&p->timer);
     return UV_ENOMEM;
   }
   arbor__notify_adopt(p, loop, r->note, r->sd, r->sd_path);
-  if (!uv_is_active((uv_handle_t *)&chld)) {
-    uv_signal_init(loop, &chld);
-    uv_signal_start(&chld, on_chld, SIGCHLD);
-    uv_unref((uv_handle_t *)&chld);
-  }
+  watch_children(loop);
   arbor__proc_running_add(p);
   arbor_engine_procs_started(pn);
   if (arbor__guard_slot(p, r->slot) < 0) arbor__guard_add(p);
