@@ -646,7 +646,10 @@ local function restored(ctx, spec)
   local rec, old = restore.take(ctx, e)
   if rec then
     local proc, err = core.adopt(ctx, rec, spec.stop_signal, spec.grace, spec.line_max)
-    if proc then return proc, nil, rec end
+    if proc then
+      e:restored(ctx.dn, string.format("process %d taken over after a reexec", rec.pid))
+      return proc, nil, rec
+    end
     ctx:log("reexec: not taken over: " .. tostring(err))
     restore.stop(e, rec)
     old = rec

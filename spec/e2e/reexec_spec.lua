@@ -102,6 +102,27 @@ describe("reexec", function()
     assert.truthy(after.by["root.keep"].uptime >= before.by["root.keep"].uptime)
     local _, logs = ctl("logs root.lua -n 10")
     assert.matches("restored true", logs, 1, true)
+    local _, events = ctl("events -n 200")
+    assert.matches("root.keep%s+restored: process " .. before.by["root.keep"].pid
+      .. " taken over after a reexec", events)
+  end)
+
+  it("carries failure history over: a node one failure from giving up gives up at the next", function()
+    start([[ctx:run("fragile", arbor.exec{"sleep", "1000"},
+    {policy = arbor.policy.intensity{max = 1, period = 1000, exceeded = "stop"}})]])
+    poll(function() return status().by["root.fragile"].pid end, "fragile to run")
+    os.execute("kill -9 " .. status().by["root.fragile"].pid)
+    poll(function()
+      local row = status().by["root.fragile"]
+      return row.restarts == 1 and row.pid and row.state == "HEALTHY"
+    end, "the first restart")
+    local code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    local row = status().by["root.fragile"]
+    assert.equal(1, row.restarts)
+    os.execute("kill -9 " .. row.pid)
+    poll(function() return status().by["root.fragile"].note == "given up (policy stop)" end,
+      "fragile to be given up")
   end)
 
   it("takes the tree over with another binary that reports another version", function()

@@ -108,6 +108,19 @@ static int l_set_clock(lua_State *L) {
   return 0;
 }
 
+/* e:restored(dn, reason): the event `restored` on dn (a process taken
+   over after a reexec). */
+static int l_restored(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  pnode *pn = arbor_check_node(L, e, 2);
+  size_t len;
+  const char *s = luaL_checklstring(L, 3, &len);
+  arbor_str *why = arbor_str_new(s, len);
+  arbor_engine_event(e, pn, ARBOR_EV_RESTORED, why);
+  arbor_str_unref(why);
+  return 0;
+}
+
 /* e:log_root(line): logs line on the root (what the restore did). */
 static int l_log_root(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);
@@ -262,6 +275,7 @@ void arbor_open_reexec(lua_State *L) {
       {"restore_node", l_restore_node},
       {"set_healthy_for", l_set_healthy_for},
       {"log_root", l_log_root},
+      {"restored", l_restored},
       {"set_clock", l_set_clock},
       {NULL, NULL},
   };
