@@ -7,7 +7,8 @@
 -- script's (every DN it makes, no other), every service runs and every job
 -- ran, and a node the reload kept that no fault touched kept its
 -- incarnation. At the end the tree stops completely. Deterministic: the
--- generator is seeded (SEED=N runs one seed, SEEDS=N seeds 1 to N).
+-- generator is seeded (SEED=N runs one seed, ARBOR_RANDOM_SEEDS=N seeds
+-- 1 to N, as the other random specs).
 local cli = require "arbor.cli"
 local policy = require "arbor.policy"
 local reload = require "arbor.reload"
@@ -212,7 +213,7 @@ local function scenario(seed)
 end
 
 describe("random reloads", function()
-  for seed = tonumber(os.getenv("SEED") or 1), tonumber(os.getenv("SEED") or os.getenv("SEEDS") or 200) do
+  for seed = tonumber(os.getenv("SEED") or 1), tonumber(os.getenv("SEED") or os.getenv("ARBOR_RANDOM_SEEDS") or 200) do
     it("seed " .. seed, function() scenario(seed) end)
   end
 end)
