@@ -161,7 +161,7 @@ function M.reexec(running, opts)
   end
   local fd, err = core.memfd("arbor-state", json.encode(state))
   if not fd then return nil, "reexec: " .. err end
-  core.log_flush(e)
+  core.log_sync(e) -- the log files' writer thread does not cross the exec
   local _, xerr = core.exec(binary, core.self_argv(), "ARBOR_RESTORE_FD", tostring(fd))
   core.close_fd(fd)
   return nil, string.format("reexec: %s (arbor %s): %s; the tree runs on", binary,

@@ -70,8 +70,8 @@ describe("reexec", function()
     return data
   end
 
-  local function start(extra)
-    e = support.run_arbor(function(dir) return script(dir, extra) end,
+  local function start(extra, args)
+    e = support.run_arbor(function(dir) return (args and args(dir) or "") .. script(dir, extra) end,
       "ARBOR_LUA_DIR=" .. q(lua_dir))
     poll(function()
       local st = status()
@@ -145,6 +145,18 @@ describe("reexec", function()
     assert.equal(other, after.version)
     assert.equal(before.by["root.keep"].pid, after.by["root.keep"].pid)
     assert.equal("x\n", read(e.dir .. "/migrations"))
+  end)
+
+  it("writes every line logged before the exec to the log files, and goes on in them", function()
+    start(nil, function(dir) return "--log-dir " .. q(dir .. "/logs") .. " " end)
+    local code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    poll(function()
+      local text = read(e.dir .. "/logs/root.lua.log") or ""
+      return text:find("restored true", 1, true)
+    end, "the restored line in the log file")
+    local text = read(e.dir .. "/logs/root.lua.log")
+    assert.truthy(text:find("restored false", 1, true) < text:find("restored true", 1, true))
   end)
 
   it("carries runtime swaps over when what they capture is plain data", function()

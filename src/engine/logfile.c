@@ -552,6 +552,25 @@ fail:
   return -ENOMEM;
 }
 
+void arbor_logfiles_sync(arbor_engine *e) {
+  arbor_logfiles *lf = e->logfiles;
+  if (!lf) return;
+  for (;;) {
+    uv_mutex_lock(&lf->mu);
+    while (lf->state == B_QUEUED) uv_cond_wait(&lf->cv, &lf->mu);
+    uv_mutex_unlock(&lf->mu);
+    if (lf->state == B_DONE) {
+      collect(lf);
+      lf->state = B_IDLE;
+    }
+    if (!take(lf)) return;
+    uv_mutex_lock(&lf->mu);
+    lf->state = B_QUEUED;
+    uv_cond_signal(&lf->cv);
+    uv_mutex_unlock(&lf->mu);
+  }
+}
+
 void arbor_logfiles_close(arbor_engine *e) {
   arbor_logfiles *lf = e->logfiles;
   if (!lf) return;

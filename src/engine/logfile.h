@@ -49,5 +49,8 @@ void arbor_logfiles_flush(arbor_engine *e);
 /* Writes what is buffered (waiting for the writer), stops the writer and
    frees everything once the timer is closed. e->logfiles becomes NULL. */
 void arbor_logfiles_close(arbor_engine *e);
+/* Waits until every line logged so far is written (before a reexec: the
+   writer thread does not cross the exec). */
+void arbor_logfiles_sync(arbor_engine *e);
 
 #endif

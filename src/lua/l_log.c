@@ -226,6 +226,13 @@ static int l_log_files(lua_State *L) {
   return 1;
 }
 
+/* core.log_sync(e): writes every line logged so far, waiting for the
+   writer (a reexec). */
+static int l_log_sync(lua_State *L) {
+  arbor_logfiles_sync(arbor_check_engine(L, 1));
+  return 0;
+}
+
 /* core.log_flush(e): hands the buffered lines to the writer now. */
 static int l_log_flush(lua_State *L) {
   arbor_logfiles_flush(arbor_check_engine(L, 1));
@@ -258,6 +265,7 @@ static const luaL_Reg funcs[] = {
     {"wall0", l_wall0},
     {"log_parse", l_log_parse},   {"log_files", l_log_files},
     {"log_flush", l_log_flush},   {"log_close", l_log_close},
+    {"log_sync", l_log_sync},
     {"log_dropped", l_log_dropped}, {NULL, NULL},
 };
 
