@@ -268,10 +268,11 @@ static void poststop_ended(arbor_engine *e, pnode *pn) {
     arbor_engine_cancel(e, pn);
 }
 
-/* Walks up from a node whose subtree may just have exited: ordered stops
-   waiting on it advance, and the GC decides a restart. O(depth). */
 static void reload_resume(arbor_engine *e, pnode *pn);
 
+/* Walks up from a node whose subtree may just have exited: ordered stops
+   waiting on it advance, and the GC decides a restart (a node reloading
+   starts its next incarnation instead). O(depth). */
 static void after_exit(arbor_engine *e, pnode *pn) {
   arbor_node *a = &pn->n, *removed = NULL;
   if (a->flags & ARBOR_F_DETACHED) return; /* discarded meanwhile */
