@@ -5,11 +5,8 @@ local json = require "arbor.json"
 local support = require "e2e.support"
 local bin, q, sh, mktemp, read = support.bin, support.q, support.sh, support.mktemp, support.read
 
-local function poll(fn, what)
-  assert(support.eventually(fn), "timed out waiting for " .. what)
-end
+local poll, alive = support.poll, support.alive
 
-local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
 
 local function count(path) return tonumber(read(path) or "") or 0 end
 

@@ -7,11 +7,8 @@ local json = require "arbor.json"
 local support = require "e2e.support"
 local bin, q, sh, read = support.bin, support.q, support.sh, support.read
 
-local function poll(fn, what)
-  assert(support.eventually(fn), "timed out waiting for " .. what)
-end
+local poll, alive = support.poll, support.alive
 
-local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
 
 -- The supervisor script: services keep (sleep 1000), change (sleep
 -- `arg`), and old and new when asked; extra: text inserted in the root.

@@ -82,4 +82,13 @@ function M.eventually(pred, tries)
   return false
 end
 
+--- Polls until pred() holds; raises "timed out waiting for what" after
+-- the failure guard of eventually.
+function M.poll(pred, what)
+  assert(M.eventually(pred), "timed out waiting for " .. what)
+end
+
+--- true while pid exists (signal 0 reaches it).
+function M.alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true end
+
 return M

@@ -552,17 +552,23 @@ fail:
   return -ENOMEM;
 }
 
+/* Waits until the writer is done with its batch, and collects what it
+   reports. */
+static void wait_writer(arbor_logfiles *lf) {
+  uv_mutex_lock(&lf->mu);
+  while (lf->state == B_QUEUED) uv_cond_wait(&lf->cv, &lf->mu);
+  uv_mutex_unlock(&lf->mu);
+  if (lf->state == B_DONE) {
+    collect(lf);
+    lf->state = B_IDLE;
+  }
+}
+
 void arbor_logfiles_sync(arbor_engine *e) {
   arbor_logfiles *lf = e->logfiles;
   if (!lf) return;
   for (;;) {
-    uv_mutex_lock(&lf->mu);
-    while (lf->state == B_QUEUED) uv_cond_wait(&lf->cv, &lf->mu);
-    uv_mutex_unlock(&lf->mu);
-    if (lf->state == B_DONE) {
-      collect(lf);
-      lf->state = B_IDLE;
-    }
+    wait_writer(lf);
     if (!take(lf)) return;
     uv_mutex_lock(&lf->mu);
     lf->state = B_QUEUED;
@@ -574,13 +580,7 @@ void arbor_logfiles_sync(arbor_engine *e) {
 void arbor_logfiles_close(arbor_engine *e) {
   arbor_logfiles *lf = e->logfiles;
   if (!lf) return;
-  uv_mutex_lock(&lf->mu);
-  while (lf->state == B_QUEUED) uv_cond_wait(&lf->cv, &lf->mu);
-  uv_mutex_unlock(&lf->mu);
-  if (lf->state == B_DONE) {
-    collect(lf);
-    lf->state = B_IDLE;
-  }
+  wait_writer(lf);
   int more = take(lf);
   uv_mutex_lock(&lf->mu);
   if (more) lf->state = B_QUEUED;
