@@ -4,9 +4,7 @@
 local json = require "arbor.json"
 local support = require "e2e.support"
 local bin, q, sh, mktemp, read = support.bin, support.q, support.sh, support.mktemp, support.read
-
 local poll, alive = support.poll, support.alive
-
 
 local function count(path) return tonumber(read(path) or "") or 0 end
 

@@ -9,9 +9,7 @@
 local json = require "arbor.json"
 local support = require "e2e.support"
 local bin, q, sh, read = support.bin, support.q, support.sh, support.read
-
 local poll, alive = support.poll, support.alive
-
 
 local lua_dir = (support.capture("pwd"):gsub("%s+$", "")) .. "/lua"
 

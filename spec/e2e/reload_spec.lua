@@ -6,9 +6,7 @@
 local json = require "arbor.json"
 local support = require "e2e.support"
 local bin, q, sh, read = support.bin, support.q, support.sh, support.read
-
 local poll, alive = support.poll, support.alive
-
 
 -- The supervisor script: services keep (sleep 1000), change (sleep
 -- `arg`), and old and new when asked; extra: text inserted in the root.
