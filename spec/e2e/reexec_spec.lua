@@ -102,6 +102,19 @@ describe("reexec", function()
       .. " taken over after a reexec", events)
   end)
 
+  it("keeps a node stopped by hand down", function()
+    start()
+    assert.equal(0, (ctl("stop root.lua")))
+    poll(function() return status().by["root.lua"].note == "held" end, "the stop")
+    local code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    local row = status().by["root.lua"]
+    assert.equal("held", row.note)
+    assert.equal("CANCELED", row.state)
+    local _, logs = ctl("logs root.lua -n 10")
+    assert.is_nil(logs:find("restored true", 1, true)) -- it did not run
+  end)
+
   it("carries failure history over: a node one failure from giving up gives up at the next", function()
     start([[ctx:run("fragile", arbor.exec{"sleep", "1000"},
     {policy = arbor.policy.intensity{max = 1, period = 1000, exceeded = "stop"}})]])

@@ -559,6 +559,7 @@ static pnode *spawn(lua_State *L, pnode *parent, const char *name, size_t len,
 
 /* Starts c, or records that it was created under a canceled parent. */
 static void launch(pnode *c) {
+  if (c->n.flags & ARBOR_F_HELD) return; /* held from its creation (reexec) */
   if (c->n.state == ARBOR_CANCELED) {
     arbor_str *r = arbor_str_lit("parent canceled");
     arbor_engine_emit_state(pn_engine(c), c, ARBOR_NEW, ARBOR_CANCELED, r);

@@ -19,8 +19,9 @@
 #include "lua/l_arbor.h"
 
 /* e:node_record(dn) -> {restarts, consecutive, failures = {ago...},
-   finished, healthy_for} | nil: what a reexec carries of a node
-   (healthy_for: seconds it has been HEALTHY, when it is). */
+   finished, held, healthy_for} | nil: what a reexec carries of a node
+   (held: down, stopped by hand or given up; healthy_for: seconds it has
+   been HEALTHY, when it is). */
 static int l_node_record(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);
   pnode *pn = arbor_check_node(L, e, 2);
@@ -38,6 +39,8 @@ static int l_node_record(lua_State *L) {
   lua_setfield(L, -2, "failures");
   lua_pushboolean(L, (pn->n.flags & ARBOR_F_RETIRED) != 0);
   lua_setfield(L, -2, "finished");
+  lua_pushboolean(L, (pn->n.flags & ARBOR_F_HELD) && !arbor_node_running(&pn->n));
+  lua_setfield(L, -2, "held");
   if (arbor_node_running(&pn->n) && pn->n.state == ARBOR_HEALTHY &&
       pn->healthy_at >= 0) {
     lua_pushnumber(L, now - pn->healthy_at);
@@ -79,8 +82,12 @@ static int l_restore_node(lua_State *L) {
   lua_pop(L, 1);
   lua_getfield(L, 3, "finished");
   pn->standin = lua_toboolean(L, -1); /* not run again (docs/restore.md) */
-  lua_pop(L, 1);
+  lua_getfield(L, 3, "held");
+  int held = lua_toboolean(L, -1);
+  lua_pop(L, 2);
   pn->restored = 1;
+  /* stopped by hand or given up before: still down (not started) */
+  if (held && !arbor_node_running(&pn->n)) arbor_engine_hold(e, pn);
   return 0;
 }
 
