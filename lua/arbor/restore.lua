@@ -116,8 +116,10 @@ local function binary_format(binary)
   if not p then return nil, "cannot run " .. binary end
   local out = p:read("a")
   local ok = p:close()
-  if not ok or not out:match("^arbor ") then
-    return nil, string.format("%s --version failed: %s", binary, (out:gsub("%s+$", "")))
+  local first = out:match("^[^\n]*")
+  if not ok then return nil, string.format("%s --version failed: %s", binary, first) end
+  if not out:match("^arbor ") then
+    return nil, string.format("%s is not an arbor (its --version says: %s)", binary, first)
   end
   local fmt = tonumber(out:match("reexec state format (%d+)"))
   if not fmt then return nil, binary .. " cannot take a tree over (no reexec state format)" end
