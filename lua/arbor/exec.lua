@@ -654,7 +654,7 @@ local function restored(ctx, spec)
     restore.stop(e, rec)
     old = rec
   end
-  for _ = 1, ((spec.grace or 10) + 1) * 20 do
+  for _ = 1, (restore.STOP_GRACE + 1) * 20 do
     if not old or old.gone then break end
     ctx:sleep(0.05)
   end

@@ -7,26 +7,27 @@
 -- notification pipe or socket) and of the process guard, stays open across
 -- the exec: JSON, {format, from, now (the engine's clock, which the new
 -- engine's goes on from), script, args, nodes = {dn = {restarts,
--- consecutive, failures, finished, healthy_for}}, procs = {{dn, pid, slot,
--- fds, note, sd, sd_path, definition, healthy_for}}, guard = {sock, table,
--- pid}}. The new arbor (ARBOR_RESTORE_FD) adopts the guard, loads the
--- script and builds the tree: a node made at a DN of the state gets its
--- counters and its runtime swaps back (their functions cross as bytecode
--- with their captured values, when those are plain data); an
--- `arbor.exec` node whose definition is the same takes
--- its running process over (same pid, pipes, readiness, uptime); a
--- prestart or poststart job its parent's coordinator had finished with is
--- not run again (it is DONE at once); Lua runnables start again with
--- ctx.restored = true. A process the new tree did not take over within
--- ADOPT_SECONDS is stopped (stop signal, SIGKILL after its grace).
+-- consecutive, failures, finished, held, healthy_for, overrides}}, procs =
+-- {{dn, pid, slot, fds, note, sd, sd_path, exec, definition,
+-- healthy_for}}, guard = {sock, table, pid}}. The new arbor
+-- (ARBOR_RESTORE_FD) adopts the guard, loads the script and builds the
+-- tree: a node made at a DN of the state gets its counters and its runtime
+-- swaps back (their functions cross as bytecode with their captured
+-- values, when those are plain data) and stays down when it was held; an
+-- `arbor.exec` node whose definition is the same takes its running process
+-- over (same pid, pipes, readiness, uptime); a prestart or poststart job
+-- its parent's coordinator had finished with is not run again (it is DONE
+-- at once); Lua runnables start again with ctx.restored = true. A process
+-- the new tree did not take over within ADOPT_SECONDS is stopped (M.stop).
 local core = require "arbor.core"
 local definition = require "arbor.definition"
 local json = require "arbor.json"
 
 local M = {}
 
---- Seconds the new tree has to take its processes over.
-M.ADOPT_SECONDS = 10
+--- Seconds the new tree has to take its processes over, and the grace of
+-- one it does not take over (SIGTERM, then SIGKILL).
+M.ADOPT_SECONDS, M.STOP_GRACE = 10, 10
 
 -- The runnables arbor.exec made: their processes can be taken over (a Lua
 -- runnable that started processes with ctx:exec starts again, and starts
@@ -145,8 +146,8 @@ function M.reexec(running, opts)
       .. "(an older arbor cannot take this tree over)", binary, fmt, core.state_format)
   end
   local state = {format = core.state_format, from = core.version, now = e:now(),
-    script = running.script,
-    args = running.args, nodes = {}, procs = {}, guard = core.guard_export()}
+    script = running.script, args = running.args, nodes = {}, procs = {},
+    guard = core.guard_export()}
   local function walk(v)
     local rec = e:node_record(v.dn)
     rec.overrides = frozen_overrides(e, v.dn)
@@ -174,7 +175,6 @@ end
 
 local nodes, procs = {}, {} -- the state's, by DN, until taken (procs: lists)
 
-
 --- load(fd) -> state | nil, err: the state the arbor before handed over.
 function M.load(fd)
   local data, err = core.read_fd(fd)
@@ -189,11 +189,10 @@ function M.load(fd)
   return state
 end
 
---- stop(e, rec [, grace]): a process of the state the new tree does not
--- take over: its group is stopped (SIGTERM now, SIGKILL after grace, 10 s)
--- and reaped (then rec.gone is true).
-function M.stop(e, rec, grace)
-  grace = grace or 10
+--- stop(e, rec): a process of the state the new tree does not take over:
+-- its group is stopped (SIGTERM now, SIGKILL after STOP_GRACE) and reaped
+-- (then rec.gone is true).
+function M.stop(e, rec)
   local uv = require "luv"
   core.signal_group(rec.pid, 15)
   core.signal_group(rec.pid, 18) -- SIGCONT
@@ -210,7 +209,7 @@ function M.stop(e, rec, grace)
       t:close()
       return
     end
-    if waited >= grace then core.signal_group(rec.pid, 9) end
+    if waited >= M.STOP_GRACE then core.signal_group(rec.pid, 9) end
   end)
 end
 

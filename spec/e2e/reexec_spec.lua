@@ -102,6 +102,26 @@ describe("reexec", function()
       .. " taken over after a reexec", events)
   end)
 
+  it("stops a changed node's old process before it starts the new one", function()
+    local before = start()
+    local old = before.by["root.keep"].pid
+    local path = e.dir .. "/sup.lua"
+    local text = read(path):gsub('"sleep", "1000"', '"sleep", "2000"')
+    local f = assert(io.open(path, "w"))
+    f:write(text)
+    f:close()
+    local code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    poll(function()
+      local row = status().by["root.keep"]
+      return row.pid and row.pid ~= old and row.state == "HEALTHY"
+    end, "the changed node's new process")
+    assert.is_false(alive(old))
+    local _, logs = ctl("logs root -n 100")
+    assert.matches("reexec: root.keep (pid " .. old .. ") was not taken over by the new tree: stopped",
+      logs, 1, true)
+  end)
+
   it("keeps a node stopped by hand down", function()
     start()
     assert.equal(0, (ctl("stop root.lua")))
