@@ -119,7 +119,7 @@ end
 -- no process is started, a process node only checks its program and
 -- options), run for M.CHECK_SECONDS virtual seconds; errors: every error
 -- its nodes met, {dn, reason, times}, in order. filter: the engine's
--- reload_filter (arbor.reload). The caller stops and closes the engine
+-- node_filter (arbor.reload). The caller stops and closes the engine
 -- (M.close_built).
 function M.build(root, opts, filter)
   local core = require "arbor.core"
@@ -130,7 +130,7 @@ function M.build(root, opts, filter)
   e:set_default_policy(opts.default_policy or policy.exponential())
   local errors, on_event = collector()
   e:subscribe(on_event)
-  if filter then e:reload_filter(filter) end
+  if filter then e:node_filter(filter) end
   local ok, err = pcall(function()
     e:start(root, M.root_policy(opts.policy, opts.default_policy
       or policy.exponential()), opts.shutdown, opts.auto_shutdown)

@@ -166,7 +166,16 @@ function M.reexec(running, opts)
   if not fd then return nil, "reexec: " .. err end
   core.log_sync(e) -- the log files' writer thread does not cross the exec
   local _, xerr = core.exec(binary, core.self_argv(), "ARBOR_RESTORE_FD", tostring(fd))
-  core.close_fd(fd)
+  core.close_fd(fd) -- the exec failed: what was kept open for it is not any more
+  for _, rec in ipairs(state.procs) do
+    for _, d in ipairs(rec.fds) do core.cloexec(d) end
+    core.cloexec(rec.note)
+    core.cloexec(rec.sd)
+  end
+  if state.guard then
+    core.cloexec(state.guard.sock)
+    core.cloexec(state.guard.table)
+  end
   return nil, string.format("reexec: %s (arbor %s): %s; the tree runs on", binary,
     tostring(version), xerr)
 end
@@ -215,7 +224,7 @@ end
 
 --- start(e, state): before the tree starts: the guard is the one of the
 -- arbor before, and the nodes the tree makes take their state back (the
--- engine's reload filter sees every node created). Processes not taken
+-- engine's node filter sees every node created). Processes not taken
 -- over within ADOPT_SECONDS are stopped.
 function M.start(e, state)
   if type(state.now) == "number" then e:set_clock(state.now) end
@@ -236,7 +245,7 @@ function M.start(e, state)
   for _, list in pairs(procs) do -- the oldest first: the program, not a
     table.sort(list, function(a, b) return a.pid < b.pid end) -- probe
   end
-  e:reload_filter(function(dn)
+  e:node_filter(function(dn)
     local rec = nodes[dn]
     if not rec then return end
     nodes[dn] = nil
@@ -247,7 +256,7 @@ function M.start(e, state)
   local t = uv.new_timer()
   t:start(M.ADOPT_SECONDS * 1000, 0, function()
     t:close()
-    e:reload_filter(nil)
+    e:node_filter(nil)
     for dn, list in pairs(procs) do
       procs[dn] = nil
       for _, rec in ipairs(list) do M.stop(e, rec) end

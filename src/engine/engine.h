@@ -248,9 +248,9 @@ struct arbor_engine {
   int overrides_ref;     /* runtime swaps by DN (l_override.c), LUA_NOREF */
   size_t noverrides;     /* entries in it */
   int reload_plan_ref;   /* the reload in progress: DN -> "restart" for
-                            changed parents restarted whole; on an engine
-                            building a new script's tree, the filter of its
-                            nodes (l_reload.c) */
+                            changed parents restarted whole (l_reload.c) */
+  int node_filter_ref;   /* called for each node created, or LUA_NOREF: a
+                            reload's check build, a reexec's restore */
   unsigned reloads;      /* nodes reloading now, or adopting children in
                             their new incarnation's first step (kernel.c) */
   int hangup_ref;        /* called on SIGHUP (a reload), or LUA_NOREF */

@@ -160,7 +160,7 @@ arbor_engine *arbor_engine_new(lua_State *L, int virtual_clock, uint64_t seed,
   e->L = lua_newthread(L);
   e->L_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   e->default_policy_ref = e->log_ref = e->overrides_ref = LUA_NOREF;
-  e->reload_plan_ref = e->hangup_ref = LUA_NOREF;
+  e->reload_plan_ref = e->node_filter_ref = e->hangup_ref = LUA_NOREF;
   e->outbox_cap = ARBOR_OUTBOX_CAP;
   e->dn_ref = LUA_NOREF;
   lua_newtable(L);
@@ -263,6 +263,7 @@ void arbor_engine_free(arbor_engine *e) {
   luaL_unref(L, LUA_REGISTRYINDEX, e->log_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->overrides_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->reload_plan_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, e->node_filter_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->hangup_ref);
   luaL_unref(L, LUA_REGISTRYINDEX, e->L_ref);
   if (e->tree.allocated == 0)

@@ -44,9 +44,9 @@ void arbor_override_push_script_fn(lua_State *L, pnode *pn);
    otherwise now: its runnable at fn_idx, its options at opts_idx (0:
    none), against what its parent gave at its creation. */
 int arbor_reload_changed(lua_State *L, pnode *c, int fn_idx, int opts_idx);
-/* c was just created on an engine that builds a new script's tree for a
-   reload (e:reload_filter): the filter may swap a stand-in runnable in
-   (a node the reload keeps does not run its code there). */
+/* c was just created on an engine with a node filter (e:node_filter: a
+   reload's check build, a reexec's restore): the filter sees it and may
+   swap a stand-in runnable in. */
 void arbor_reload_filter(lua_State *L, pnode *c, int fn_idx, int opts_idx);
 /* c, adopted, changed: it is reloaded (its children adopted in turn) or
    restarted, as the reload's plan says; an event tells which. */

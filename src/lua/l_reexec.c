@@ -254,7 +254,7 @@ static int l_self_exe(lua_State *L) {
 
 /* core.signal_group(pid, sig) -> true | nil, err: sig to pid's group (a
    process the new script did not take over); core.reap(pid) -> true when
-   pid exited and was reaped now; core.close_fd(fd). */
+   pid exited and was reaped now; core.close_fd(fd); core.cloexec(fd). */
 static int l_signal_group(lua_State *L) {
   int pid = (int)luaL_checkinteger(L, 1), sig = (int)luaL_checkinteger(L, 2);
   if (pid <= 1 || kill(-pid, sig) < 0)
@@ -276,6 +276,13 @@ static int l_close_fd(lua_State *L) {
   return 0;
 }
 
+/* core.cloexec(fd): fd is closed on exec again (a reexec that failed). */
+static int l_cloexec(lua_State *L) {
+  int fd = (int)luaL_checkinteger(L, 1);
+  if (fd > 2) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  return 0;
+}
+
 void arbor_open_reexec(lua_State *L) {
   static const luaL_Reg methods[] = {
       {"node_record", l_node_record},
@@ -294,6 +301,7 @@ void arbor_open_reexec(lua_State *L) {
       {"exec", l_exec},           {"self_argv", l_self_argv},
       {"self_exe", l_self_exe},   {"signal_group", l_signal_group},
       {"reap", l_reap},           {"close_fd", l_close_fd},
+      {"cloexec", l_cloexec},
       {NULL, NULL},
   };
   luaL_setfuncs(L, funcs, 0);

@@ -51,12 +51,9 @@ int arbor_reload_changed(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
 
 void arbor_reload_filter(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
   arbor_engine *e = pn_engine(c);
-  if (e->reload_plan_ref == LUA_NOREF) return;
+  if (e->node_filter_ref == LUA_NOREF) return;
   fn_idx = lua_absindex(L, fn_idx);
-  if (lua_rawgeti(L, LUA_REGISTRYINDEX, e->reload_plan_ref) != LUA_TFUNCTION) {
-    lua_pop(L, 1);
-    return;
-  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->node_filter_ref);
   arbor_push_dn(L, &c->n);
   lua_pushvalue(L, fn_idx);
   if (opts_idx)
@@ -73,10 +70,7 @@ void arbor_reload_filter(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
 static int restarts_whole(lua_State *L, pnode *c) {
   arbor_engine *e = pn_engine(c);
   if (e->reload_plan_ref == LUA_NOREF) return 0;
-  if (lua_rawgeti(L, LUA_REGISTRYINDEX, e->reload_plan_ref) != LUA_TTABLE) {
-    lua_pop(L, 1);
-    return 0;
-  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, e->reload_plan_ref);
   arbor_push_dn(L, &c->n);
   lua_rawget(L, -2);
   int whole = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "restart") == 0;
@@ -135,11 +129,10 @@ static int l_reload(lua_State *L) {
   return 1;
 }
 
-/* e:definition(dn) -> {fn, opts, gated, member, finished} | nil: what
-   dn's parent gave it at its creation (the script's runnable, not a
-   runtime swap), whether its children are ordered by lifecycle gates,
-   whether it is a member of a group and whether its parent's coordinator
-   finished with it (a prestart or poststart job that ran). */
+/* e:definition(dn) -> {fn, opts, member, finished} | nil: what dn's
+   parent gave it at its creation (the script's runnable, not a runtime
+   swap), whether it is a member of a group and whether its parent's
+   coordinator finished with it (a prestart or poststart job that ran). */
 static int l_definition(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);
   arbor_node *n = arbor_tree_find(&e->tree, luaL_checkstring(L, 2),
@@ -150,8 +143,6 @@ static int l_definition(lua_State *L) {
   push_old(L, pn);
   lua_setfield(L, -3, "opts");
   lua_setfield(L, -2, "fn");
-  lua_pushboolean(L, pn->coord != NULL);
-  lua_setfield(L, -2, "gated");
   lua_pushboolean(L, (pn->gflags & GF_MEMBER) != 0);
   lua_setfield(L, -2, "member");
   lua_pushboolean(L, (n->flags & ARBOR_F_RETIRED) != 0);
@@ -159,19 +150,30 @@ static int l_definition(lua_State *L) {
   return 1;
 }
 
+/* Sets *ref to the value at 2 of type want, or to none (nil). */
+static void set_ref(lua_State *L, int *ref, int want) {
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, want);
+  luaL_unref(L, LUA_REGISTRYINDEX, *ref);
+  *ref = LUA_NOREF;
+  if (!lua_isnoneornil(L, 2)) {
+    lua_settop(L, 2);
+    *ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+}
+
 /* e:reload_plan(t | nil): the plan of the reload about to run (DN ->
    "restart" for the nodes it restarts whole), read while children are
-   adopted. e:reload_filter(fn | nil), on an engine that builds the new
-   script's tree: fn(dn, runnable, opts) is called for each node created,
-   and what it returns, a function, runs instead (a swap). */
+   adopted. */
 static int l_reload_plan(lua_State *L) {
-  arbor_engine *e = arbor_check_engine(L, 1);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->reload_plan_ref);
-  e->reload_plan_ref = LUA_NOREF;
-  if (lua_istable(L, 2) || lua_isfunction(L, 2)) {
-    lua_settop(L, 2);
-    e->reload_plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  }
+  set_ref(L, &arbor_check_engine(L, 1)->reload_plan_ref, LUA_TTABLE);
+  return 0;
+}
+
+/* e:node_filter(fn | nil): fn(dn, runnable, opts) is called for each node
+   created from now on, and what it returns, a function, runs instead (a
+   swap): a reload's check build, a reexec's restore. */
+static int l_node_filter(lua_State *L) {
+  set_ref(L, &arbor_check_engine(L, 1)->node_filter_ref, LUA_TFUNCTION);
   return 0;
 }
 
@@ -184,14 +186,7 @@ static int l_reloading(lua_State *L) {
 
 /* e:on_hangup(fn | nil): fn is called on SIGHUP (arbor.run: a reload). */
 static int l_on_hangup(lua_State *L) {
-  arbor_engine *e = arbor_check_engine(L, 1);
-  luaL_unref(L, LUA_REGISTRYINDEX, e->hangup_ref);
-  e->hangup_ref = LUA_NOREF;
-  if (!lua_isnoneornil(L, 2)) {
-    luaL_checktype(L, 2, LUA_TFUNCTION);
-    lua_settop(L, 2);
-    e->hangup_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  }
+  set_ref(L, &arbor_check_engine(L, 1)->hangup_ref, LUA_TFUNCTION);
   return 0;
 }
 
@@ -202,7 +197,7 @@ void arbor_open_reload(lua_State *L) {
       {"reload", l_reload},
       {"definition", l_definition},
       {"reload_plan", l_reload_plan},
-      {"reload_filter", l_reload_plan},
+      {"node_filter", l_node_filter},
       {NULL, NULL},
   };
   arbor_engine_methods(L, methods);
