@@ -2,17 +2,23 @@
 -- ADDR:PORT`, arbor.run's `http` option): GET /metrics, /healthz, /readyz
 -- and /tree (docs/observability.md). A small HTTP/1.1 server on luv, in
 -- the engine's own loop: one request per connection (Connection: close),
--- a request head of at most 8 KiB, a few clients at a time, a deadline per
--- client. A client that misbehaves loses its connection; the tree never
--- notices.
+-- a request head of at most 8 KiB sent within a deadline. A client takes
+-- one of the MAX_CLIENTS slots only once its head is complete, and only for
+-- /metrics and /tree: the probes (/healthz, /readyz) and errors are
+-- answered at once, whatever the other clients do. A client that
+-- misbehaves loses its connection; the tree never notices.
 local metrics = require "arbor.metrics"
 local core = require "arbor.core"
 
 local M = {}
 
 M.MAX_HEAD = 8192     -- bytes of request line and headers
-M.MAX_CLIENTS = 16    -- connections at once; more are answered 503
-M.TIMEOUT = 10        -- seconds a client has to send its request
+M.MAX_CLIENTS = 16    -- /metrics and /tree answered at once; more get 503
+M.MAX_PENDING = 64    -- connections still sending their head; past it
+                      -- the oldest is dropped
+M.HEAD_TIMEOUT = 2    -- seconds a client has to send its request head
+M.TIMEOUT = 10        -- seconds to answer it (render and write)
+M.READY_LINES = 100   -- nodes /readyz lists when not ready
 
 local reasons = {[200] = "OK", [400] = "Bad Request", [404] = "Not Found",
   [405] = "Method Not Allowed", [413] = "Request Header Fields Too Large",
@@ -34,18 +40,9 @@ end
 
 -- The routes: each returns status, content type, body (a string, or a list
 -- of strings and its length).
+-- The routes: each returns status, content type, body (a string, or a list
+-- of strings and its length). A probe's route is cheap whatever the tree.
 local function routes(e, opts)
-  local function ready_body()
-    local lines = {}
-    local function walk(t)
-      if t.state ~= "HEALTHY" and t.state ~= "DONE" then
-        lines[#lines + 1] = t.dn .. " " .. t.state
-      end
-      for _, c in ipairs(t.children or {}) do walk(c) end
-    end
-    walk(e:tree())
-    return table.concat(lines, "\n") .. "\n"
-  end
   return {
     ["/metrics"] = function(req)
       local om = metrics.wants_openmetrics(req.headers.accept)
@@ -55,11 +52,18 @@ local function routes(e, opts)
     ["/healthz"] = function() return 200, "text/plain", "ok\n" end,
     ["/readyz"] = function()
       if e:node("root", "state") == "HEALTHY" then return 200, "text/plain", "ready\n" end
-      return 503, "text/plain", "not ready:\n" .. ready_body()
+      local lines, n = core.not_ready(e, M.READY_LINES)
+      if n > M.READY_LINES then
+        lines = lines .. string.format("... and %d more\n", n - M.READY_LINES)
+      end
+      return 503, "text/plain", "not ready:\n" .. lines
     end,
     ["/tree"] = function() return 200, "application/json", core.tree_json(e) end,
   }
 end
+
+-- The paths answered without a slot.
+local probes = {["/healthz"] = true, ["/readyz"] = true}
 
 -- The request head in buf, parsed: {method, path, headers} or nil, status.
 local function parse(head)
@@ -82,15 +86,23 @@ function M.serve(e, addr, opts)
   if not host then return nil, port end
   local server = uv.new_tcp()
   local handlers = routes(e, opts)
-  local clients = 0
-  local open = {} -- client -> its deadline timer
+  local conns = {}   -- client -> {timer, slot = true while it holds one}
+  local pending = {} -- the clients still sending their head, oldest first
+  local busy = 0     -- slots held
+
+  local function unpend(client)
+    for i, c in ipairs(pending) do
+      if c == client then return table.remove(pending, i) end
+    end
+  end
 
   local function finish(client)
-    local timer = open[client]
-    if timer then
-      open[client] = nil
-      clients = clients - 1
-      if not timer:is_closing() then timer:close() end
+    local c = conns[client]
+    if c then
+      conns[client] = nil
+      if c.slot then busy = busy - 1 end
+      unpend(client)
+      if not c.timer:is_closing() then c.timer:close() end
     end
     if not client:is_closing() then client:close() end
   end
@@ -107,7 +119,18 @@ function M.serve(e, addr, opts)
     client:write(out, function() finish(client) end)
   end
 
+  -- The client's head is in (or too long): it has TIMEOUT seconds to be
+  -- answered.
+  local function headed(client)
+    local c = conns[client]
+    unpend(client)
+    c.timer:stop()
+    c.timer:start(math.floor(M.TIMEOUT * 1000), 0, function() finish(client) end)
+    return c
+  end
+
   local function handle(client, head)
+    local c = headed(client)
     local req, bad = parse(head)
     if not req then return respond(client, bad, "text/plain", "bad request\n") end
     if req.method ~= "GET" and req.method ~= "HEAD" then
@@ -115,6 +138,13 @@ function M.serve(e, addr, opts)
     end
     local route = handlers[req.path]
     if not route then return respond(client, 404, "text/plain", "not found\n") end
+    if not probes[req.path] then
+      if busy >= M.MAX_CLIENTS then
+        return respond(client, 503, "text/plain", "too many clients\n")
+      end
+      busy = busy + 1
+      c.slot = true
+    end
     local okr, status, ctype, body, len = pcall(route, req)
     if not okr then return respond(client, 500, "text/plain", tostring(status) .. "\n") end
     respond(client, status, ctype, body, req.method == "HEAD", len)
@@ -124,23 +154,20 @@ function M.serve(e, addr, opts)
     if lerr then return end
     local client = uv.new_tcp()
     if not server:accept(client) then return client:close() end
-    if clients >= M.MAX_CLIENTS then
-      local body = "too many clients\n"
-      client:write(string.format("HTTP/1.1 503 Service Unavailable\r\nContent-Length: %d\r\n"
-        .. "Connection: close\r\n\r\n%s", #body, body), function() client:close() end)
-      return
-    end
-    clients = clients + 1
+    if #pending >= M.MAX_PENDING then finish(pending[1]) end
     local timer = uv.new_timer()
-    open[client] = timer
-    timer:start(math.floor(M.TIMEOUT * 1000), 0, function() finish(client) end)
+    conns[client] = {timer = timer}
+    pending[#pending + 1] = client
+    timer:start(math.floor(M.HEAD_TIMEOUT * 1000), 0, function() finish(client) end)
     local buf = ""
     client:read_start(function(rerr, data)
       if rerr or not data then return finish(client) end
+      local from = math.max(1, #buf - 2) -- the end may straddle two reads
       buf = buf .. data
-      local stop = buf:find("\r?\n\r?\n")
+      local _, stop = buf:find("\r?\n\r?\n", from)
       if stop and stop <= M.MAX_HEAD then return handle(client, buf:sub(1, stop)) end
       if stop or #buf > M.MAX_HEAD then
+        headed(client)
         respond(client, 413, "text/plain", "request head over 8 KiB\n")
       end
     end)
@@ -157,7 +184,7 @@ function M.serve(e, addr, opts)
     host = host:find(":", 1, true) and "[" .. host .. "]" or host,
     port = bound and bound.port,
     close = function()
-      for client in pairs(open) do finish(client) end
+      for client in pairs(conns) do finish(client) end
       if not server:is_closing() then server:close() end
     end,
   }

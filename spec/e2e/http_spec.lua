@@ -2,7 +2,9 @@
 -- promtool and scraped with curl), /healthz, /readyz and /tree; clients
 -- that misbehave do not disturb the tree.
 local json = require "arbor.json"
+local http = require "arbor.http"
 local support = require "e2e.support"
+local uv = require "luv"
 local bin, q, sh, read, eventually = support.bin, support.q, support.sh, support.read, support.eventually
 
 local function curl(e, path, extra)
@@ -29,6 +31,72 @@ local function start(env)
 end
 
 local stop = support.stop_arbor
+
+-- Raw TCP clients on this process's own luv loop, to hold connections open
+-- (half-open, or not reading) and to see in which order answers arrive:
+-- each event gets the next number of one sequence.
+local seq = 0
+local function tick() seq = seq + 1 return seq end
+
+-- Connects to e's port and writes data (if any); reads only with `read`.
+-- c.connected, c.got (the bytes read), c.first (the sequence number of the
+-- first byte), c.eof (of the end: the server closed).
+local function client(e, data, read)
+  local c = {tcp = uv.new_tcp(), got = {}}
+  c.tcp:connect("127.0.0.1", tonumber(e.port), function(err)
+    if err then c.err, c.eof = err, tick() return end
+    c.connected = true
+    if data then c.tcp:write(data) end
+    if read ~= false then
+      c.tcp:read_start(function(rerr, chunk)
+        if rerr or not chunk then
+          c.eof = c.eof or tick()
+          return c.tcp:read_stop()
+        end
+        c.first = c.first or tick()
+        c.got[#c.got + 1] = chunk
+      end)
+    end
+  end)
+  return c
+end
+
+-- Runs this process's loop until pred() holds (false after 20 s).
+local function pump(pred)
+  for _ = 1, 20000 do
+    uv.run("nowait")
+    if pred() then return true end
+    uv.sleep(1)
+  end
+  return false
+end
+
+-- Turns the loop for about s seconds.
+local function pump_for(s)
+  local t = uv.hrtime() + s * 1e9
+  pump(function() return uv.hrtime() >= t end)
+end
+
+local function close_all(cs)
+  for _, c in ipairs(cs) do
+    if not c.tcp:is_closing() then c.tcp:close() end
+  end
+  uv.run("nowait")
+end
+
+-- A client's whole answer: status, body (nil until the server closed).
+local function answer(c)
+  if not c.eof then return nil end
+  local all = table.concat(c.got)
+  return tonumber(all:match("^HTTP/1%.1 (%d+)")), all:match("\r\n\r\n(.*)$"), all
+end
+
+local function all_of(cs, pred)
+  for _, c in ipairs(cs) do
+    if not pred(c) then return false end
+  end
+  return true
+end
 
 describe("arbor run --http, a wide tree", function()
   it("/metrics of a few MB (many chunks) is whole: its length, promtool, the last node", function()
@@ -180,14 +248,98 @@ describe("arbor run --http", function()
     assert.matches("^HTTP/1.1 400", out)
     assert.equal(405, (curl(e, "/metrics", "-X POST")))
     assert.equal(404, (curl(e, "/nope")))
-    -- twenty clients that connect and send nothing: the ones past the limit get 503
-    -- (they stay 10 s: a loaded machine may take seconds to start them all)
-    local idle = io.popen("bash -c " .. q("for i in $(seq 20); do (exec 3<>/dev/tcp/127.0.0.1/"
-      .. e.port .. "; sleep 10) & done; wait"), "r")
-    assert.is_true(eventually(function() return curl(e, "/healthz") == 503 end))
-    idle:close()
-    assert.is_true(eventually(function() return curl(e, "/healthz") == 200 end))
     os.execute("touch " .. q(e.ready))
     assert.is_true(eventually(function() return curl(e, "/readyz") == 200 end))
+  end)
+
+  it("answers GET /healthz HTTP/1.0 with no header line (HAProxy's check)", function()
+    local function raw(request)
+      local _, out = sh("timeout 10 bash -c " .. q("exec 3<>/dev/tcp/127.0.0.1/" .. e.port
+        .. "; printf '" .. request .. "' >&3; cat <&3"))
+      return out
+    end
+    assert.matches("^HTTP/1%.1 200 OK\r\n.*\r\n\r\nok\n$", raw("GET /healthz HTTP/1.0\\r\\n\\r\\n"))
+    assert.matches("^HTTP/1%.1 200 OK\r\n.*\r\n\r\nok\n$", raw("GET /healthz HTTP/1.0\\n\\n"))
+    assert.matches("^HTTP/1%.1 503 .*not ready", raw("GET /readyz HTTP/1.0\\r\\n\\r\\n"))
+    local head = raw("HEAD /healthz HTTP/1.0\\r\\n\\r\\n")
+    assert.matches("^HTTP/1%.1 200 OK\r\n.*Content%-Length: 3\r\n", head)
+    assert.matches("\r\n\r\n$", head)
+  end)
+end)
+
+describe("arbor run --http, clients holding connections", function()
+  local e, cs
+  after_each(function()
+    close_all(cs or {})
+    cs = nil
+    stop(e)
+  end)
+
+  it("connections that send a byte and stop take no probe's place; each goes at its head deadline", function()
+    e = start()
+    cs = {}
+    local t0 = uv.hrtime()
+    for i = 1, 40 do cs[i] = client(e, "G") end
+    assert.is_true(pump(function() return all_of(cs, function(c) return c.connected end) end))
+    pump_for(0.2) -- arbor has accepted them
+    for _ = 1, 25 do
+      local status, body = curl(e, "/healthz")
+      assert.equal(200, status)
+      assert.equal("ok\n", body)
+    end
+    assert.not_equal(nil, (curl(e, "/readyz"))) -- answered (503: not ready yet)
+    -- each is dropped at its head deadline, about 2 s (far less than this bound)
+    assert.is_true(pump(function() return all_of(cs, function(c) return c.eof end) end))
+    assert.is_true((uv.hrtime() - t0) / 1e9 < 9, "head-less clients lasted " .. (uv.hrtime() - t0) / 1e9 .. " s")
+    for _, c in ipairs(cs) do assert.equal("", table.concat(c.got)) end
+  end)
+
+  it("past the bound of head-less connections, the oldest one is dropped", function()
+    e = start("HTTP_HEAD_TIMEOUT=600")
+    local max = http.MAX_PENDING or 64
+    cs = {client(e, "G")}
+    assert.is_true(pump(function() return cs[1].connected end))
+    pump_for(0.2)
+    for i = 2, max + 1 do cs[i] = client(e, "G") end
+    assert.is_true(pump(function() return cs[1].eof ~= nil end), "the oldest was not dropped")
+    pump_for(0.5)
+    for i = 2, max + 1 do assert.is_nil(cs[i].eof, "client " .. i .. " was dropped") end
+    cs[#cs + 1] = client(e, "G")
+    assert.is_true(pump(function() return cs[2].eof ~= nil end), "the next oldest was not dropped")
+    pump_for(0.5)
+    for i = 3, #cs do assert.is_nil(cs[i].eof, "client " .. i .. " was dropped") end
+    local status = curl(e, "/healthz")
+    assert.equal(200, status)
+  end)
+
+  it("/healthz and /readyz answer while slow /metrics readers hold every client slot", function()
+    -- answers of 9 MB: more than the socket buffers take (4 MB for the
+    -- sender on Linux, after autotuning) while the client reads nothing
+    e = start("WIDE=20000 MAX_SERIES=100000 HTTP_TIMEOUT=600")
+    local max = http.MAX_CLIENTS or 16
+    assert.is_true(eventually(function()
+      local status, body = curl(e, "/metrics")
+      return status == 200 and #body > 8 * 1024 * 1024
+    end))
+    cs = {}
+    for i = 1, max do cs[i] = client(e, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", false) end
+    assert.is_true(pump(function() return all_of(cs, function(c) return c.connected end) end))
+    assert.is_true(eventually(function()
+      pump_for(0.05)
+      return curl(e, "/metrics") == 503
+    end, 100), "the slow readers did not fill the slots")
+    for _ = 1, 10 do
+      local status, body = curl(e, "/healthz")
+      assert.equal(200, status)
+      assert.equal("ok\n", body)
+      local rstatus, rbody = curl(e, "/readyz")
+      assert.equal(503, rstatus) -- not ready yet, and said so
+      assert.matches("not ready", rbody)
+    end
+    local status, body = curl(e, "/tree")
+    assert.equal(503, status)
+    assert.matches("too many clients", body)
+    close_all(cs)
+    assert.is_true(eventually(function() return curl(e, "/metrics") == 200 end))
   end)
 end)

