@@ -84,8 +84,9 @@ typedef struct value {
   } u;
 } value;
 
-/* The process table as /proc had it: pid and process group of each live
-   process; read once per view, at the first node with processes. */
+/* The processes of arbor's sessions as /proc had them: pid and process
+   group of each live one (arbor_proc_scan_own: never every process of the
+   host); read once per view, at the first node with processes. */
 typedef struct ptab {
   int (*row)[2];
   size_t n, cap;
@@ -119,12 +120,13 @@ static int add_proc(int pid, int pgrp, const char *stat, void *ud) {
 }
 
 /* Reads /proc into procs_table: the pid and process group of every process
-   that is not a zombie. Left empty when /proc cannot be read. */
+   of arbor's sessions that is not a zombie. Left empty when /proc cannot
+   be read. */
 static void scan_procs(view *v) {
   if (v->scanned) return;
   v->scanned = 1;
   procs_table.n = 0;
-  arbor_proc_scan(add_proc, &procs_table);
+  arbor_proc_scan_own(add_proc, &procs_table);
 }
 
 static int cmp_int(const void *a, const void *b) {

@@ -6,11 +6,14 @@
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include "core/mem.h"
 #include "proc/internal.h"
 
 arbor_proc *arbor__procs;
@@ -101,11 +104,17 @@ void arbor__proc_log_everywhere(arbor_str *line) {
   if (n == 0) fprintf(stderr, "arbor: %s\n", line->s);
 }
 
-/* Reads /proc/PID/stat (pid as text) into buf: the fields after the
-   command's ")" in *rest, and the state, parent and group. 0, or -1 when
-   it cannot be read. */
-static int read_stat(const char *pid, char *buf, size_t size, char **rest,
-                     char *state, int *ppid, int *pgrp) {
+/* What read_stat takes from /proc/PID/stat. */
+typedef struct stat_line {
+  char *rest;  /* the fields after the command's ")", in the caller's buf */
+  char state;
+  int ppid, pgrp, session;
+  long threads;
+} stat_line;
+
+/* Reads /proc/PID/stat (pid as text) into buf: state, parent, group,
+   session and thread count into *st. 0, or -1 when it cannot be read. */
+static int read_stat(const char *pid, char *buf, size_t size, stat_line *st) {
   char path[300];
   snprintf(path, sizeof path, "/proc/%s/stat", pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -115,8 +124,14 @@ static int read_stat(const char *pid, char *buf, size_t size, char **rest,
   if (n <= 0) return -1;
   buf[n] = '\0';
   char *rp = strrchr(buf, ')'); /* the name may hold anything */
-  if (!rp || sscanf(rp + 1, " %c %d %d", state, ppid, pgrp) != 3) return -1;
-  *rest = rp + 1;
+  /* state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt
+     utime stime cutime cstime priority nice num_threads (fields 3-20) */
+  if (!rp || sscanf(rp + 1, " %c %d %d %d %*d %*d %*u %*u %*u %*u %*u %*u "
+                            "%*u %*d %*d %*d %*d %ld",
+                    &st->state, &st->ppid, &st->pgrp, &st->session,
+                    &st->threads) != 5)
+    return -1;
+  st->rest = rp + 1;
   return 0;
 }
 
@@ -127,22 +142,174 @@ int arbor_proc_scan(int (*fn)(int pid, int pgrp, const char *stat, void *ud),
   struct dirent *de;
   while ((de = readdir(d))) {
     if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
-    char buf[1024], *rest, state;
-    int ppid, pgrp;
-    if (read_stat(de->d_name, buf, sizeof buf, &rest, &state, &ppid, &pgrp) < 0 ||
-        state == 'Z')
+    char buf[1024];
+    stat_line st;
+    if (read_stat(de->d_name, buf, sizeof buf, &st) < 0 || st.state == 'Z')
       continue;
-    if (fn(atoi(de->d_name), pgrp, rest, ud)) break;
+    if (fn(atoi(de->d_name), st.pgrp, st.rest, ud)) break;
   }
   closedir(d);
   return 0;
 }
 
+/* ---- the processes of arbor's sessions --------------------------------- */
+
+/* A growing array of pids. */
+typedef struct pids {
+  int *v;
+  size_t n, cap;
+} pids;
+
+static void pids_push(pids *a, int pid) {
+  if (a->n == a->cap) {
+    a->cap = a->cap ? 2 * a->cap : 64;
+    a->v = arbor_xrealloc(a->v, a->cap * sizeof *a->v);
+  }
+  a->v[a->n++] = pid;
+}
+
+static int cmp_pid(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* 1 when pid is in the sorted a. */
+static int pids_has(const pids *a, int pid) {
+  size_t lo = 0, hi = a->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (a->v[mid] < pid) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < a->n && a->v[lo] == pid;
+}
+
+/* Adds the pids listed in the children file at path to a: 0, or -1 when
+   it cannot be opened. */
+static int read_children(const char *path, pids *a) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[4096];
+  int pid = 0; /* a number may straddle two reads */
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < n; i++) {
+      if (buf[i] >= '0' && buf[i] <= '9') {
+        pid = pid * 10 + (buf[i] - '0');
+      } else if (pid) {
+        pids_push(a, pid);
+        pid = 0;
+      }
+    }
+  }
+  if (pid) pids_push(a, pid);
+  close(fd);
+  return 0;
+}
+
+/* Adds the children of process pid, those of each of its threads, to a:
+   0, or -1 when no children file could be read. With threads == 1 only
+   the main thread's file is read (no directory listing). */
+static int push_children(int pid, long threads, pids *a) {
+  char path[96];
+  if (threads == 1) {
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
+    return read_children(path, a);
+  }
+  snprintf(path, sizeof path, "/proc/%d/task", pid);
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  int found = -1;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] < '1' || de->d_name[0] > '9') continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%.16s/children", pid,
+             de->d_name);
+    if (read_children(path, a) == 0) found = 0;
+  }
+  closedir(d);
+  return found;
+}
+
+/* 1 when orphans of arbor's descendants are reparented to arbor: it is a
+   subreaper (--init) or the first process of its PID namespace. */
+static int reaps_orphans(void) {
+  int on = 0;
+  return getpid() == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &on) == 0 && on);
+}
+
+typedef struct lost_scan {
+  const pids *lost, *seen; /* sorted */
+  int (*fn)(int pid, int pgrp, const char *stat, void *ud);
+  void *ud;
+} lost_scan;
+
+/* fn of arbor_proc_scan: passes on a process of a lost session not seen. */
+static int scan_lost(int pid, int pgrp, const char *stat, void *ud) {
+  lost_scan *l = ud;
+  int session;
+  if (sscanf(stat, " %*c %*d %*d %d", &session) != 1 ||
+      !pids_has(l->lost, session) || pids_has(l->seen, pid))
+    return 0;
+  return l->fn(pid, pgrp, stat, l->ud);
+}
+
+int arbor_proc_scan_own(int (*fn)(int pid, int pgrp, const char *stat,
+                                  void *ud),
+                        void *ud) {
+  pids sessions = {0}, stack = {0}, seen = {0}, lost = {0};
+  for (arbor_proc *p = arbor__procs; p; p = p->next)
+    if (p->pid > 0 && !p->gone) pids_push(&sessions, p->pid);
+  if (sessions.n == 0) return 0;
+  qsort(sessions.v, sessions.n, sizeof *sessions.v, cmp_pid);
+  int stopped = 0, rc = 0;
+  if (push_children(getpid(), 0, &stack) < 0) {
+    /* no children files (a kernel without CONFIG_PROC_CHILDREN) */
+    rc = arbor_proc_scan(fn, ud);
+    goto out;
+  }
+  while (stack.n && !stopped) {
+    int pid = stack.v[--stack.n];
+    char name[16], buf[1024];
+    stat_line st;
+    snprintf(name, sizeof name, "%d", pid);
+    if (read_stat(name, buf, sizeof buf, &st) < 0 ||
+        !pids_has(&sessions, st.session))
+      continue; /* gone, or not in a session of arbor's (nor is any
+                   process below it: a session is left only for a new one) */
+    if (st.state == 'Z' || st.state == 'X')
+      continue; /* it exited: its children were reparented */
+    pids_push(&seen, pid);
+    stopped = fn(pid, st.pgrp, st.rest, ud);
+    push_children(pid, st.threads, &stack);
+  }
+  if (stopped || reaps_orphans()) goto out;
+  /* A session whose leader is gone or a zombie: its members' parents
+     exited up to the leader, so they were reparented away from arbor (to
+     init, or a subreaper above arbor). Rare (a main process that exited
+     while its group is stopped), and only then all of /proc is read. */
+  qsort(seen.v, seen.n, sizeof *seen.v, cmp_pid);
+  for (size_t i = 0; i < sessions.n; i++)
+    if (!pids_has(&seen, sessions.v[i]) && kill(-sessions.v[i], 0) == 0)
+      pids_push(&lost, sessions.v[i]);
+  if (lost.n) {
+    lost_scan l = {&lost, &seen, fn, ud};
+    rc = arbor_proc_scan(scan_lost, &l);
+  }
+out:
+  free(sessions.v);
+  free(stack.v);
+  free(seen.v);
+  free(lost.v);
+  return rc;
+}
+
 int arbor__proc_parent_group(int pid, int *ppid, int *pgrp) {
-  char name[16], buf[1024], *rest, state;
+  char name[16], buf[1024];
+  stat_line st;
   snprintf(name, sizeof name, "%d", pid);
-  if (read_stat(name, buf, sizeof buf, &rest, &state, ppid, pgrp) < 0 ||
-      state == 'Z')
-    return -1;
+  if (read_stat(name, buf, sizeof buf, &st) < 0 || st.state == 'Z') return -1;
+  *ppid = st.ppid;
+  *pgrp = st.pgrp;
   return 0;
 }

@@ -42,7 +42,7 @@ typedef struct usage_scan {
   arbor_group_usage *out;
 } usage_scan;
 
-/* fn of arbor_proc_scan: adds a member of one of the groups asked. */
+/* fn of arbor_proc_scan_own: adds a member of one of the groups asked. */
 static int add_usage(int pid, int pgrp, const char *stat, void *ud) {
   usage_scan *u = ud;
   long i = find(u->pgid, u->n, pgrp);
@@ -74,5 +74,5 @@ static int add_usage(int pid, int pgrp, const char *stat, void *ud) {
 int arbor_proc_groups_usage(const int *pgid, size_t n, arbor_group_usage *out) {
   if (n == 0) return 0;
   usage_scan u = {pgid, n, out};
-  return arbor_proc_scan(add_usage, &u);
+  return arbor_proc_scan_own(add_usage, &u);
 }

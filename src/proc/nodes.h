@@ -20,11 +20,12 @@ typedef struct arbor_group_usage {
   unsigned members;         /* processes counted (zombies are not) */
 } arbor_group_usage;
 
-/* Reads /proc/PID/stat of every process once and adds each one that is not
-   a zombie to out[i] when its process group is pgid[i]; pgid is sorted
-   ascending, without duplicates, and out is zeroed by the caller. Returns
-   0, or -1 when /proc cannot be read. For metrics at scrape time: nothing
-   is kept. */
+/* Reads /proc/PID/stat of the processes of arbor's sessions
+   (arbor_proc_scan_own: not of every process on the host) and adds each
+   one that is not a zombie to out[i] when its process group is pgid[i];
+   pgid is sorted ascending, without duplicates, and out is zeroed by the
+   caller. Returns 0, or -1 when /proc cannot be read. For metrics at
+   scrape time: nothing is kept. */
 int arbor_proc_groups_usage(const int *pgid, size_t n, arbor_group_usage *out);
 
 #endif

@@ -120,6 +120,19 @@ int arbor_proc_guard_adopt(int sock, int table, int pid);
    be read, else 0. */
 int arbor_proc_scan(int (*fn)(int pid, int pgrp, const char *stat, void *ud),
                     void *ud);
+/* The same for the processes of the sessions arbor's processes lead (each
+   leads its own, and its process group: the members of these groups and
+   what left them for another group of the session), without reading all
+   of /proc: they are found below arbor, through the children files
+   (/proc/PID/task/TID/children) of arbor and of each process of those
+   sessions, so the cost is theirs, not the host's. A member whose parent
+   exited was reparented: to arbor when it reaps orphans (--init, PID 1),
+   found then; else out of arbor's sight, unless its group's main process
+   is gone too: then, and on a kernel without children files, all of /proc
+   is read. */
+int arbor_proc_scan_own(int (*fn)(int pid, int pgrp, const char *stat,
+                                  void *ud),
+                        void *ud);
 
 /* ---- outlet.c --------------------------------------------------------- */
 
