@@ -97,8 +97,8 @@ function M.configure(e, t)
   end
 end
 
--- The exposition: one string, or (chunked) a table of strings and the
--- length of their concatenation.
+-- The exposition: one string, (chunked) a table of strings and the length
+-- of their concatenation, or (chunked == "render") a render of it.
 local function exposition(e, opts, chunked)
   opts = opts or {}
   local cfg = engines[e] or {}
@@ -113,6 +113,10 @@ local function exposition(e, opts, chunked)
       escape_help(m.help), family, m.type, m.name, value(m.value))
   end
   if opts.openmetrics then out[#out + 1] = "# EOF\n" end
+  if chunked == "render" then
+    return e:metrics_render(opts.openmetrics, opts.max_series or cfg.max_series,
+      table.concat(out))
+  end
   return e:metrics_text(opts.openmetrics, opts.max_series or cfg.max_series,
     table.concat(out), chunked)
 end
@@ -124,6 +128,13 @@ function M.text(e, opts) return exposition(e, opts, false) end
 --- chunks(e [, opts]) -> the same as a list of strings, and its length in
 -- bytes: what /metrics writes (a large exposition is never copied whole).
 function M.chunks(e, opts) return exposition(e, opts, true) end
+
+--- render(e [, opts]) -> the same made in slices (what /metrics serves):
+-- r:step(ns) renders for about ns nanoseconds and says whether it is done,
+-- then r:result() -> the list of strings and its length; r:close(). The
+-- nodes are read as the slices come (docs/observability.md: what a sliced
+-- scrape shows); users' metrics and arbor_control_clients are read now.
+function M.render(e, opts) return exposition(e, opts, "render") end
 
 --- The content types of the two formats.
 M.PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"

@@ -264,6 +264,12 @@ describe("arbor run --http", function()
     local head = raw("HEAD /healthz HTTP/1.0\\r\\n\\r\\n")
     assert.matches("^HTTP/1%.1 200 OK\r\n.*Content%-Length: 3\r\n", head)
     assert.matches("\r\n\r\n$", head)
+    -- HEAD of a rendered answer: its length, no body
+    for _, path in ipairs{"/tree", "/metrics"} do
+      head = raw("HEAD " .. path .. " HTTP/1.0\\r\\n\\r\\n")
+      assert.is_true(tonumber(head:match("Content%-Length: (%d+)\r\n")) > 100, head)
+      assert.matches("\r\n\r\n$", head)
+    end
   end)
 end)
 
@@ -341,5 +347,70 @@ describe("arbor run --http, clients holding connections", function()
     assert.matches("too many clients", body)
     close_all(cs)
     assert.is_true(eventually(function() return curl(e, "/metrics") == 200 end))
+  end)
+
+  it("a slow reader is dropped at its answer's deadline, mid-write: its slot is free again", function()
+    e = start("WIDE=20000 MAX_SERIES=100000 HTTP_TIMEOUT=3")
+    local max = http.MAX_CLIENTS or 16
+    assert.is_true(eventually(function() return curl(e, "/metrics") == 200 end))
+    cs = {}
+    for i = 1, max do cs[i] = client(e, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", false) end
+    assert.is_true(pump(function() return all_of(cs, function(c) return c.connected end) end))
+    assert.is_true(eventually(function()
+      pump_for(0.05)
+      return curl(e, "/metrics") == 503
+    end, 100), "the slow readers did not fill the slots")
+    -- they still hold their connections (this side never closes them)
+    assert.is_true(eventually(function() return curl(e, "/metrics") == 200 end))
+    for _, c in ipairs(cs) do
+      c.tcp:read_start(function(rerr, chunk)
+        if rerr or not chunk then c.eof = c.eof or tick() return c.tcp:read_stop() end
+        c.got[#c.got + 1] = chunk
+      end)
+    end
+    assert.is_true(pump(function() return all_of(cs, function(c) return c.eof end) end))
+    for _, c in ipairs(cs) do -- dropped mid-write (or, on a slow machine, before)
+      local all = table.concat(c.got)
+      local len = tonumber(all:match("Content%-Length: (%d+)"))
+      assert.is_true(len == nil or #all < len, "an answer was whole")
+    end
+  end)
+
+  -- Sliced rendering: requests for a big /tree and /metrics are read in the
+  -- same turn as a /healthz sent right after them; /healthz is answered
+  -- before the first byte of any of them (rendered in slices, between which
+  -- the loop serves the others), where a render in one go answered the
+  -- probe only after every render.
+  it("big /tree and /metrics scrapes are rendered in slices: /healthz is answered meanwhile", function()
+    e = start("WIDE=30000 MAX_SERIES=100000 HTTP_TIMEOUT=600")
+    assert.is_true(eventually(function()
+      local status, body = curl(e, "/metrics")
+      return status == 200 and value(body, "arbor_node_state", '{dn="root.wide.w30000",state="HEALTHY"}') == 1
+    end))
+    cs = {}
+    for i = 1, 4 do
+      cs[#cs + 1] = client(e, "GET /tree HTTP/1.1\r\nHost: x\r\n\r\n")
+      cs[#cs + 1] = client(e, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    end
+    assert.is_true(pump(function() return all_of(cs, function(c) return c.connected end) end))
+    local probe = client(e, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    cs[#cs + 1] = probe
+    assert.is_true(pump(function() return all_of(cs, function(c) return c.eof end) end))
+    assert.equal(200, (answer(probe)))
+    for i = 1, #cs - 1 do
+      assert.is_true(probe.eof < cs[i].first, "a render was answered before /healthz")
+      local status, body, all = answer(cs[i])
+      assert.equal(200, status)
+      assert.equal(tonumber(all:match("Content%-Length: (%d+)")), #body)
+      if i % 2 == 1 then
+        local wide
+        for _, n in ipairs(json.decode(body).children) do
+          if n.dn == "root.wide" then wide = n end
+        end
+        assert.equal(30000, #wide.children)
+      else
+        assert.equal(1, value(body, "arbor_node_state", '{dn="root.wide.w30000",state="HEALTHY"}'))
+      end
+    end
   end)
 end)

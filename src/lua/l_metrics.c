@@ -8,154 +8,56 @@
  * below the cut into one series whose dn is its top's DN followed by ".*"
  * (its descendants, aggregated), and arbor_node_series_folded counts the
  * nodes folded.
+ *
+ * An exposition is a render (l_render.h), made in slices for /metrics
+ * (issue 25): the nodes' figures are gathered, each node at one moment,
+ * into entries; their processes' usage is read from /proc; the entries
+ * are written family by family; the engine's own series come last.
  */
 #include <dirent.h>
 #include <lauxlib.h>
-#include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/mem.h"
 #include "engine/internal.h"
 #include "lua/l_arbor.h"
+#include "lua/l_render.h"
 #include "proc/nodes.h"
 
 #define NSTATES 5
 
-/* ---- the text: one buffer, or chunks -------------------------------- */
-
-/* The exposition is written into one buffer that becomes one Lua string
-   (text()), or into a chunk of CHUNK bytes, reused, that is pushed as a Lua
-   string into a table each time it fills (chunks(): what /metrics writes
-   to the socket as they are). A scrape of 100,000 nodes writes 46 MB: the
-   chunks spare the big buffer and its page faults, and a big buffer is
-   mapped with huge pages (one fault per 2 MB, not per 4 KB). */
-typedef struct text {
-  char *s;
-  size_t len, cap;
-  void *map;            /* s is in this mapping of maplen bytes, or NULL */
-  size_t maplen;
-  lua_State *L;         /* chunked: full chunks go to the table at tbl */
-  int tbl;
-  lua_Integer nchunks;
-  size_t total;         /* bytes of the chunks pushed */
-} text;
-
-#define CHUNK ((size_t)256 << 10)
-#define HUGE_PAGE ((size_t)2 << 20)
-
-static void text_free(text *t) {
-  if (t->map) munmap(t->map, t->maplen);
-  else free(t->s);
-  t->s = NULL, t->map = NULL;
-}
-
-/* A buffer of cap bytes (the old content kept); past 4 MB, in a mapping
-   that asks for transparent huge pages. */
-static void text_alloc(text *t, size_t cap) {
-  if (cap >= 2 * HUGE_PAGE) {
-    cap = (cap + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    size_t maplen = cap + HUGE_PAGE;
-    void *m = mmap(NULL, maplen, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m != MAP_FAILED) {
-      char *s = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
-      madvise(s, cap, MADV_HUGEPAGE); /* a hint: no error matters */
-      if (t->len) memcpy(s, t->s, t->len);
-      text_free(t);
-      t->s = s, t->cap = cap, t->map = m, t->maplen = maplen;
-      return;
-    }
-  }
-  char *s = arbor_xalloc(cap);
-  if (t->len) memcpy(s, t->s, t->len);
-  text_free(t);
-  t->s = s, t->cap = cap;
-}
-
-/* Makes room for n more bytes: pushes the chunk when chunked, else grows
-   the buffer. */
-static void room(text *t, size_t n) {
-  if (t->cap - t->len > n) return;
-  if (t->L && t->len) {
-    lua_pushlstring(t->L, t->s, t->len);
-    lua_rawseti(t->L, t->tbl, ++t->nchunks);
-    t->total += t->len;
-    t->len = 0;
-    if (t->cap - t->len > n) return;
-  }
-  text_alloc(t, t->cap * 2 + n + 256);
-}
-
-static void add(text *t, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    if (n >= 0 && (size_t)n < t->cap - t->len) {
-      t->len += (size_t)n;
-      return;
-    }
-    room(t, n > 0 ? (size_t)n + 1 : 256);
-  }
-}
-
-/* The series writers below append with these, not add: a scrape of
-   100,000 nodes writes a million lines. cpy and the CPY, UINT and MILLIS
-   after it write without checking: room() was asked first. */
-static inline void cpy(text *t, const char *s, size_t len) {
-  memcpy(t->s + t->len, s, len);
-  t->len += len;
-}
-
-#define CPY(t, lit) cpy(t, lit, sizeof lit - 1)
-
-static void put(text *t, const char *s, size_t len) {
-  room(t, len);
-  cpy(t, s, len);
-}
-
-
-/* v in decimal: at most 20 bytes. */
-static inline void uint_(text *t, uint64_t v) {
-  char b[24], *p = b + sizeof b;
-  do *--p = (char)('0' + v % 10);
-  while (v /= 10);
-  cpy(t, p, (size_t)(b + sizeof b - p));
-}
-
 /* v >= 0 with three decimals, as "%.3f" writes it: at most 24 bytes. */
-static inline void millis(text *t, double v) {
+static inline void millis(arbor_text *t, double v) {
   uint64_t ms = (uint64_t)(v * 1000 + 0.5);
-  uint_(t, ms / 1000);
+  arbor_text_uint(t, ms / 1000);
   char b[4] = {'.', (char)('0' + ms / 100 % 10), (char)('0' + ms / 10 % 10),
                (char)('0' + ms % 10)};
-  cpy(t, b, 4);
+  arbor_text_cpy(t, b, 4);
 }
 
 /* "# HELP" and "# TYPE" of a family; a counter's family name drops its
    _total under OpenMetrics. */
-static void family(text *t, int om, const char *name, const char *type,
+static void family(arbor_text *t, int om, const char *name, const char *type,
                    const char *help) {
   size_t len = strlen(name);
   if (om && strcmp(type, "counter") == 0 && len > 6 &&
       strcmp(name + len - 6, "_total") == 0)
     len -= 6;
-  add(t, "# HELP %.*s %s\n# TYPE %.*s %s\n", (int)len, name, help, (int)len,
-      name, type);
+  arbor_text_add(t, "# HELP %.*s %s\n# TYPE %.*s %s\n", (int)len, name, help,
+                 (int)len, name, type);
 }
 
 /* A number as Prometheus reads it (integers without a fraction). */
-static void value(text *t, double v) {
+static void value(arbor_text *t, double v) {
   if (v == (double)(int64_t)v && v < 9e15 && v > -9e15)
-    add(t, "%lld\n", (long long)v);
+    arbor_text_add(t, "%lld\n", (long long)v);
   else
-    add(t, "%.17g\n", v);
+    arbor_text_add(t, "%.17g\n", v);
 }
 
 /* ---- node series ------------------------------------------------------ */
@@ -242,26 +144,18 @@ static entry *new_entry(series *s, const arbor_node *n, int folded) {
 /* The depth of the last level that keeps its own series: every node when
    they fit in max, else the deepest level d such that the nodes at depths
    0..d fit (at least the root). */
-static unsigned cut_depth(arbor_tree *tree, size_t max) {
-  if (tree->nnodes <= max) return (unsigned)-1;
+static unsigned cut_depth(const arbor_shape *sh, size_t max) {
+  if (sh->n <= max) return UINT_MAX;
   size_t *at = NULL, cap = 0;
-  arbor_node *top = tree->root, *n = top;
-  unsigned d = 0;
-  while (n) {
+  for (size_t i = 0; i < sh->n; i++) {
+    unsigned d = sh->v[i].depth;
     if (d >= cap) {
       size_t old = cap;
-      cap = cap ? 2 * cap : 16;
+      cap = d + 16;
       at = arbor_xrealloc(at, cap * sizeof *at);
       memset(at + old, 0, (cap - old) * sizeof *at);
     }
     at[d]++;
-    if (n->first) {
-      n = n->first;
-      d++;
-      continue;
-    }
-    while (n && n != top && !n->next) n = n->parent, d--;
-    n = (n && n != top) ? n->next : NULL;
   }
   size_t sum = 0;
   unsigned cut = 0;
@@ -274,48 +168,13 @@ static unsigned cut_depth(arbor_tree *tree, size_t max) {
   return cut;
 }
 
-/* One entry per node down to the cut, one per subtree below it. */
-static void collect(arbor_engine *e, size_t max, series *s) {
-  unsigned cut = cut_depth(&e->tree, max), d = 0;
-  s->cap = e->tree.nnodes < max ? e->tree.nnodes : 2 * max; /* no copying */
-  s->v = arbor_xalloc(s->cap * sizeof *s->v);
-  arbor_node *top = e->tree.root, *n = top;
-  while (n) {
-    const pnode *pn = (const pnode *)n;
-    entry *en = new_entry(s, n, 0);
-    gather(s, en, pn);
-    if (n->state == ARBOR_HEALTHY && pn->healthy_at >= 0)
-      en->up_since = pn->healthy_at;
-    if (n->first && d == cut) { /* fold everything below n */
-      entry *fold = new_entry(s, n, 1);
-      arbor_node *m = n->first;
-      while (m) {
-        gather(s, fold, (const pnode *)m);
-        s->folded++;
-        if (m->first) {
-          m = m->first;
-          continue;
-        }
-        while (m && m != n && !m->next) m = m->parent;
-        m = (m && m != n) ? m->next : NULL;
-      }
-    } else if (n->first) {
-      n = n->first;
-      d++;
-      continue;
-    }
-    while (n && n != top && !n->next) n = n->parent, d--;
-    n = (n && n != top) ? n->next : NULL;
-  }
-}
-
 static int cmp_group(const void *a, const void *b) {
   int x = ((const group *)a)->pgid, y = ((const group *)b)->pgid;
   return (x > y) - (x < y);
 }
 
-/* Reads the usage of the nodes' process groups from /proc (one pass over
-   it, only when some node has processes) into their entries. */
+/* Reads the usage of the nodes' process groups from /proc (arbor's
+   processes only, when some node has any) into their entries. */
 static void read_usage(series *s) {
   if (s->ng == 0) return;
   qsort(s->g, s->ng, sizeof *s->g, cmp_group);
@@ -362,99 +221,126 @@ static void init_states(void) {
 
 /* name{dn="<dn>": the start of a node's sample; room for it and len more
    bytes is made. */
-static void start(text *t, const char *name, size_t nlen, const entry *en,
-                  size_t len) {
-  room(t, nlen + en->dnlen + 8 + len);
-  cpy(t, name, nlen);
-  CPY(t, "{dn=\"");
-  cpy(t, en->dn, en->dnlen);
+static void start(arbor_text *t, const char *name, size_t nlen,
+                  const entry *en, size_t len) {
+  arbor_text_room(t, nlen + en->dnlen + 8 + len);
+  arbor_text_cpy(t, name, nlen);
+  ARBOR_TEXT_LIT(t, "{dn=\"");
+  arbor_text_cpy(t, en->dn, en->dnlen);
 }
 
 #define START(t, lit, en, len) start(t, lit, sizeof lit - 1, en, len)
 
-static void node_series(text *t, arbor_engine *e, int om, const series *s) {
-  double wall0 = e->wall0;
-  init_states();
-  family(t, om, "arbor_node_state", "gauge",
-         "Nodes in each state: 1 for a node's current state, 0 for the "
-         "others (a folded subtree, dn ending in .*, counts its nodes)");
-  for (size_t i = 0; i < s->n; i++) {
-    const entry *en = &s->v[i];
-    room(t, NSTATES * (en->dnlen + 80));
-    for (int st = 0; st < NSTATES; st++) {
-      CPY(t, "arbor_node_state{dn=\"");
-      cpy(t, en->dn, en->dnlen);
-      cpy(t, states[st].tail, states[st].tail_len);
-      uint_(t, en->state[st]);
-      CPY(t, "\n");
-    }
-  }
-  family(t, om, "arbor_node_transitions_total", "counter",
-         "State changes of the node, by the state it left and the one it "
-         "entered");
-  for (size_t i = 0; i < s->n; i++)
-    for (int f = 0; f < NSTATES; f++)
-      for (int to = 0; to < NSTATES; to++) {
-        if (!s->v[i].tr[f][to]) continue;
-        START(t, "arbor_node_transitions_total", &s->v[i], 64);
-        CPY(t, "\",from=\"");
-        cpy(t, states[f].name, states[f].len);
-        CPY(t, "\",to=\"");
-        cpy(t, states[to].name, states[to].len);
-        CPY(t, "\"} ");
-        uint_(t, s->v[i].tr[f][to]);
-        CPY(t, "\n");
-      }
-  family(t, om, "arbor_node_restarts_total", "counter",
-         "Restarts of the node (starts after its first)");
-  for (size_t i = 0; i < s->n; i++) {
-    START(t, "arbor_node_restarts_total", &s->v[i], 32);
-    CPY(t, "\"} ");
-    uint_(t, s->v[i].restarts);
-    CPY(t, "\n");
-  }
-  family(t, om, "arbor_node_last_exit_timestamp_seconds", "gauge",
-         "When the node's latest incarnation ended (Unix time; only nodes "
-         "that exited)");
-  for (size_t i = 0; i < s->n; i++) {
-    if (s->v[i].last_exit < 0) continue;
-    START(t, "arbor_node_last_exit_timestamp_seconds", &s->v[i], 32);
-    CPY(t, "\"} ");
-    millis(t, wall0 + s->v[i].last_exit);
-    CPY(t, "\n");
-  }
-  if (s->ng) {
-    double tck = (double)sysconf(_SC_CLK_TCK);
-    unsigned long long page = (unsigned long long)sysconf(_SC_PAGESIZE);
+/* The node families, in the order they are written. */
+enum {
+  FAM_STATE, FAM_TRANSITIONS, FAM_RESTARTS, FAM_LAST_EXIT, FAM_CPU, FAM_MEMORY,
+  FAM_UP_SINCE, NFAMILIES
+};
+
+/* The header of node family f; 0 when the scrape has no such family (no
+   node with processes). */
+static int node_family(arbor_text *t, int om, int f, const series *s) {
+  switch (f) {
+  case FAM_STATE:
+    family(t, om, "arbor_node_state", "gauge",
+           "Nodes in each state: 1 for a node's current state, 0 for the "
+           "others (a folded subtree, dn ending in .*, counts its nodes)");
+    break;
+  case FAM_TRANSITIONS:
+    family(t, om, "arbor_node_transitions_total", "counter",
+           "State changes of the node, by the state it left and the one it "
+           "entered");
+    break;
+  case FAM_RESTARTS:
+    family(t, om, "arbor_node_restarts_total", "counter",
+           "Restarts of the node (starts after its first)");
+    break;
+  case FAM_LAST_EXIT:
+    family(t, om, "arbor_node_last_exit_timestamp_seconds", "gauge",
+           "When the node's latest incarnation ended (Unix time; only nodes "
+           "that exited)");
+    break;
+  case FAM_CPU:
+    if (!s->ng) return 0;
     family(t, om, "arbor_node_process_cpu_seconds_total", "counter",
            "CPU time (user and system) of the node's processes: every live "
            "member of their process groups, read from /proc at scrape time");
-    for (size_t i = 0; i < s->n; i++) {
-      if (!s->v[i].procs) continue;
-      START(t, "arbor_node_process_cpu_seconds_total", &s->v[i], 8);
-      CPY(t, "\"} ");
-      value(t, (double)s->v[i].ticks / tck);
-    }
+    break;
+  case FAM_MEMORY:
+    if (!s->ng) return 0;
     family(t, om, "arbor_node_process_resident_memory_bytes", "gauge",
            "Resident memory of the node's processes (summed over the "
            "members of their process groups), read from /proc at scrape "
            "time");
-    for (size_t i = 0; i < s->n; i++) {
-      if (!s->v[i].procs) continue;
-      START(t, "arbor_node_process_resident_memory_bytes", &s->v[i], 32);
-      CPY(t, "\"} ");
-      uint_(t, s->v[i].pages * page);
-      CPY(t, "\n");
-    }
+    break;
+  case FAM_UP_SINCE:
+    family(t, om, "arbor_node_up_since_timestamp_seconds", "gauge",
+           "When the node became HEALTHY (Unix time; only HEALTHY nodes)");
+    break;
   }
-  family(t, om, "arbor_node_up_since_timestamp_seconds", "gauge",
-         "When the node became HEALTHY (Unix time; only HEALTHY nodes)");
-  for (size_t i = 0; i < s->n; i++) {
-    if (s->v[i].up_since < 0) continue;
-    START(t, "arbor_node_up_since_timestamp_seconds", &s->v[i], 32);
-    CPY(t, "\"} ");
-    millis(t, wall0 + s->v[i].up_since);
-    CPY(t, "\n");
+  return 1;
+}
+
+/* The samples of family f for the entry en. */
+static void node_samples(arbor_text *t, double wall0, int f, const entry *en) {
+  switch (f) {
+  case FAM_STATE:
+    arbor_text_room(t, NSTATES * (en->dnlen + 80));
+    for (int st = 0; st < NSTATES; st++) {
+      ARBOR_TEXT_LIT(t, "arbor_node_state{dn=\"");
+      arbor_text_cpy(t, en->dn, en->dnlen);
+      arbor_text_cpy(t, states[st].tail, states[st].tail_len);
+      arbor_text_uint(t, en->state[st]);
+      ARBOR_TEXT_LIT(t, "\n");
+    }
+    break;
+  case FAM_TRANSITIONS:
+    for (int from = 0; from < NSTATES; from++)
+      for (int to = 0; to < NSTATES; to++) {
+        if (!en->tr[from][to]) continue;
+        START(t, "arbor_node_transitions_total", en, 64);
+        ARBOR_TEXT_LIT(t, "\",from=\"");
+        arbor_text_cpy(t, states[from].name, states[from].len);
+        ARBOR_TEXT_LIT(t, "\",to=\"");
+        arbor_text_cpy(t, states[to].name, states[to].len);
+        ARBOR_TEXT_LIT(t, "\"} ");
+        arbor_text_uint(t, en->tr[from][to]);
+        ARBOR_TEXT_LIT(t, "\n");
+      }
+    break;
+  case FAM_RESTARTS:
+    START(t, "arbor_node_restarts_total", en, 32);
+    ARBOR_TEXT_LIT(t, "\"} ");
+    arbor_text_uint(t, en->restarts);
+    ARBOR_TEXT_LIT(t, "\n");
+    break;
+  case FAM_LAST_EXIT:
+    if (en->last_exit < 0) break;
+    START(t, "arbor_node_last_exit_timestamp_seconds", en, 32);
+    ARBOR_TEXT_LIT(t, "\"} ");
+    millis(t, wall0 + en->last_exit);
+    ARBOR_TEXT_LIT(t, "\n");
+    break;
+  case FAM_CPU:
+    if (!en->procs) break;
+    START(t, "arbor_node_process_cpu_seconds_total", en, 8);
+    ARBOR_TEXT_LIT(t, "\"} ");
+    value(t, (double)en->ticks / (double)sysconf(_SC_CLK_TCK));
+    break;
+  case FAM_MEMORY:
+    if (!en->procs) break;
+    START(t, "arbor_node_process_resident_memory_bytes", en, 32);
+    ARBOR_TEXT_LIT(t, "\"} ");
+    arbor_text_uint(t, en->pages * (unsigned long long)sysconf(_SC_PAGESIZE));
+    ARBOR_TEXT_LIT(t, "\n");
+    break;
+  case FAM_UP_SINCE:
+    if (en->up_since < 0) break;
+    START(t, "arbor_node_up_since_timestamp_seconds", en, 32);
+    ARBOR_TEXT_LIT(t, "\"} ");
+    millis(t, wall0 + en->up_since);
+    ARBOR_TEXT_LIT(t, "\n");
+    break;
   }
 }
 
@@ -471,15 +357,15 @@ static int open_fds(void) {
   return n - 1; /* the directory's own descriptor */
 }
 
-static void one(text *t, int om, const char *name, const char *type,
+static void one(arbor_text *t, int om, const char *name, const char *type,
                 const char *help, double v) {
   family(t, om, name, type, help);
-  add(t, "%s ", name);
+  arbor_text_add(t, "%s ", name);
   value(t, v);
 }
 
-static void engine_series(text *t, lua_State *L, arbor_engine *e, int om,
-                          const series *s) {
+static void engine_series(arbor_text *t, lua_State *L, arbor_engine *e,
+                          int om, const series *s) {
   one(t, om, "arbor_nodes", "gauge", "Nodes in the tree", (double)e->tree.nnodes);
   one(t, om, "arbor_nodes_running", "gauge",
       "Nodes whose incarnation is running", (double)e->tree.running);
@@ -512,13 +398,14 @@ static void engine_series(text *t, lua_State *L, arbor_engine *e, int om,
   uint64_t cum = 0;
   for (int i = 0; i < ARBOR_TURN_BUCKETS; i++) {
     cum += e->turns.bucket[i];
-    add(t, "arbor_loop_turn_seconds_bucket{le=\"%g\"} ", arbor_metrics_turn_bounds[i]);
+    arbor_text_add(t, "arbor_loop_turn_seconds_bucket{le=\"%g\"} ",
+                   arbor_metrics_turn_bounds[i]);
     value(t, (double)cum);
   }
-  add(t, "arbor_loop_turn_seconds_bucket{le=\"+Inf\"} ");
+  arbor_text_add(t, "arbor_loop_turn_seconds_bucket{le=\"+Inf\"} ");
   value(t, (double)e->turns.count);
-  add(t, "arbor_loop_turn_seconds_sum %.9f\n", e->turns.sum);
-  add(t, "arbor_loop_turn_seconds_count ");
+  arbor_text_add(t, "arbor_loop_turn_seconds_sum %.9f\n", e->turns.sum);
+  arbor_text_add(t, "arbor_loop_turn_seconds_count ");
   value(t, (double)e->turns.count);
   one(t, om, "arbor_lua_memory_bytes", "gauge", "Memory held by Lua",
       (double)lua_gc(L, LUA_GCCOUNT, 0) * 1024 + lua_gc(L, LUA_GCCOUNTB, 0));
@@ -528,57 +415,147 @@ static void engine_series(text *t, lua_State *L, arbor_engine *e, int om,
         (double)fds);
 }
 
-/* Bytes a node's series take, about: the text is allocated once. */
-#define NODE_BYTES 480
+/* ---- the render -------------------------------------------------------- */
 
-/* e:metrics_text([openmetrics [, max_series [, tail [, chunked]]]]) -> the
-   exposition, tail (users' own metrics, lua/arbor/metrics.lua) at its end;
-   chunked: a table of strings (the exposition in pieces) and its length. */
-static int l_metrics_text(lua_State *L) {
+/* Bytes a node's series take, about: one buffer is allocated once. */
+#define NODE_BYTES 480
+#define NONE ((size_t)-1)
+
+/* Where a render of the exposition is. */
+typedef struct mstate {
+  series s;
+  unsigned cut;        /* the depth of the last level with its own series */
+  int om;
+  size_t fold;         /* the entry of the subtree being folded, or NONE */
+  enum { GATHER, USAGE, NODES, ENGINE } phase;
+  int fam, headed;     /* NODES: the family written, its header is */
+  size_t i;            /* and its next entry */
+  char *tail;          /* users' own metrics (lua/arbor/metrics.lua) */
+  size_t tail_len;
+} mstate;
+
+/* Gathers the figures of the shape's nodes into entries, from r->at: each
+   node read now, one entry per node down to the cut, one per subtree
+   below it. A discarded node is left out (its subtree with it). */
+static int gather_step(arbor_render *r, uint64_t deadline) {
+  mstate *m = r->state;
+  series *s = &m->s;
+  for (size_t k = 1; r->at < r->shape.n; r->at++, k++) {
+    if (k % ARBOR_RENDER_BATCH == 0 && arbor_render_due(deadline)) return 0;
+    const arbor_shape_node *sn = &r->shape.v[r->at];
+    arbor_node *n = sn->node;
+    const pnode *pn = (const pnode *)n;
+    if (n->flags & ARBOR_F_DETACHED) continue;
+    if (sn->depth > m->cut) { /* below the cut: into its subtree's entry */
+      if (m->fold != NONE) {
+        gather(s, &s->v[m->fold], pn);
+        s->folded++;
+      }
+      continue;
+    }
+    entry *en = new_entry(s, n, 0);
+    gather(s, en, pn);
+    if (n->state == ARBOR_HEALTHY && pn->healthy_at >= 0)
+      en->up_since = pn->healthy_at;
+    m->fold = NONE;
+    if (sn->depth == m->cut && r->at + 1 < r->shape.n &&
+        r->shape.v[r->at + 1].depth > sn->depth) {
+      new_entry(s, n, 1); /* the subtree below n, folded */
+      m->fold = s->n - 1;
+    }
+  }
+  return 1;
+}
+
+/* kind.step of the exposition: gather, usage, node families, engine. */
+static int metrics_step(arbor_render *r, lua_State *L, uint64_t deadline) {
+  mstate *m = r->state;
+  arbor_text *t = &r->text;
+  if (m->phase == GATHER) {
+    if (!gather_step(r, deadline)) return 0;
+    m->phase = USAGE;
+  }
+  if (m->phase == USAGE) {
+    read_usage(&m->s);
+    init_states();
+    m->phase = NODES;
+  }
+  if (m->phase == NODES) {
+    double wall0 = r->e->wall0;
+    size_t k = 0;
+    for (; m->fam < NFAMILIES; m->fam++, m->i = 0, m->headed = 0) {
+      if (!m->headed && !node_family(t, m->om, m->fam, &m->s)) continue;
+      m->headed = 1;
+      for (; m->i < m->s.n; m->i++) {
+        if (++k % ARBOR_RENDER_BATCH == 0 && arbor_render_due(deadline))
+          return 0;
+        node_samples(t, wall0, m->fam, &m->s.v[m->i]);
+      }
+    }
+    m->phase = ENGINE;
+  }
+  engine_series(t, L, r->e, m->om, &m->s);
+  arbor_text_put(t, m->tail, m->tail_len);
+  return 1;
+}
+
+static void metrics_free(arbor_render *r) {
+  mstate *m = r->state;
+  for (size_t i = 0; i < m->s.n; i++) free(m->s.v[i].dn);
+  free(m->s.v);
+  free(m->s.g);
+  free(m->tail);
+}
+
+static const arbor_render_kind metrics_kind = {metrics_step, metrics_free};
+
+/* Pushes a render of e's exposition (the engine object at 1; its
+   arguments at 2, 3, 4 as e:metrics_text's). [-0, +1, m] */
+static void push_render(lua_State *L, int chunked) {
   arbor_engine *e = arbor_check_engine(L, 1);
   int om = lua_toboolean(L, 2);
   lua_Integer max = luaL_optinteger(L, 3, 10000);
   size_t tail_len = 0;
   const char *tail = luaL_optlstring(L, 4, "", &tail_len);
+  if (max < 1) luaL_error(L, "metrics: max_series must be >= 1");
+  size_t cap = e->tree.nnodes * NODE_BYTES + tail_len + 8192;
+  arbor_render *r = arbor_render_new(L, 1, &metrics_kind, sizeof(mstate),
+                                     e->tree.root, chunked, cap);
+  mstate *m = r->state;
+  m->om = om;
+  m->fold = NONE;
+  m->cut = cut_depth(&r->shape, (size_t)max);
+  series *s = &m->s;
+  s->cap = r->shape.n < (size_t)max ? r->shape.n : 2 * (size_t)max;
+  s->v = arbor_xalloc((s->cap ? s->cap : 1) * sizeof *s->v);
+  m->tail = arbor_xalloc(tail_len + 1);
+  memcpy(m->tail, tail, tail_len);
+  m->tail_len = tail_len;
+}
+
+/* e:metrics_text([openmetrics [, max_series [, tail [, chunked]]]]) -> the
+   exposition, tail (users' own metrics, lua/arbor/metrics.lua) at its end;
+   chunked: a table of strings (the exposition in pieces) and its length.
+   All at once: what `arbor ctl metrics` and arbor.metrics_text() give. */
+static int l_metrics_text(lua_State *L) {
   int chunked = lua_toboolean(L, 5);
-  if (max < 1) return luaL_error(L, "metrics: max_series must be >= 1");
-  series s = {0};
-  collect(e, (size_t)max, &s);
-  read_usage(&s);
-  text t = {0};
-  if (chunked) {
-    lua_newtable(L);
-    t.L = L, t.tbl = lua_gettop(L);
-    text_alloc(&t, CHUNK);
-  } else {
-    text_alloc(&t, s.n * NODE_BYTES + tail_len + 8192);
-  }
-  node_series(&t, e, om, &s);
-  engine_series(&t, L, e, om, &s);
-  for (size_t i = 0; i < s.n; i++) free(s.v[i].dn);
-  free(s.v);
-  free(s.g);
-  if (chunked) {
-    if (t.len) {
-      lua_pushlstring(L, t.s, t.len);
-      lua_rawseti(L, t.tbl, ++t.nchunks);
-    }
-    text_free(&t);
-    if (tail_len) {
-      lua_pushvalue(L, 4);
-      lua_rawseti(L, -2, ++t.nchunks);
-    }
-    lua_pushinteger(L, (lua_Integer)(t.total + t.len + tail_len));
-    return 2;
-  }
-  put(&t, tail, tail_len);
-  lua_pushlstring(L, t.s, t.len);
-  text_free(&t);
+  lua_settop(L, 4);
+  push_render(L, chunked);
+  return arbor_render_finish(L, -1);
+}
+
+/* e:metrics_render([openmetrics [, max_series [, tail]]]) -> a render
+   (l_render.h) of the exposition in chunks, made in slices by its step
+   method: what /metrics serves. */
+static int l_metrics_render(lua_State *L) {
+  lua_settop(L, 4);
+  push_render(L, 1);
   return 1;
 }
 
 void arbor_open_metrics(lua_State *L) {
   static const luaL_Reg methods[] = {{"metrics_text", l_metrics_text},
+                                     {"metrics_render", l_metrics_render},
                                      {NULL, NULL}};
   arbor_engine_methods(L, methods);
 }

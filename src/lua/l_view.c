@@ -1,7 +1,8 @@
 /* l_view.c: what the engine shows of its nodes: node views (e:node, T13a),
  * tree snapshots (e:tree), the event history (e:events, T14), the tree
- * as JSON (core.tree_json, for `arbor ctl tree --json`) and the nodes not
- * ready (core.not_ready, for /readyz).
+ * as JSON (core.tree_json, for `arbor ctl tree --json`; core.tree_render,
+ * in slices, for /tree) and the nodes not ready (core.not_ready, for
+ * /readyz).
  *
  * Every field is read by one function (field) into a typed value, which
  * is then pushed as Lua or written as JSON: e:tree() and tree --json are
@@ -17,6 +18,7 @@
 #include "engine/internal.h"
 #include "engine/lifecycle.h"
 #include "lua/l_arbor.h"
+#include "lua/l_render.h"
 #include "proc/nodes.h"
 
 /* The fields of a node view (T13a), in one table: their index (F_*), Lua
@@ -481,132 +483,172 @@ static int l_events(lua_State *L) {
 
 /* Adds s as a JSON string: runs of plain bytes are copied whole, so a
    string of many megabytes is quoted in milliseconds. */
-static void json_str(luaL_Buffer *b, const char *s, size_t n) {
+static void json_str(arbor_text *t, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
   static const char short_esc[32] = {['\b'] = 'b', ['\f'] = 'f',
                                      ['\n'] = 'n', ['\r'] = 'r',
                                      ['\t'] = 't'};
   size_t run = 0; /* the first byte not added yet */
-  luaL_addchar(b, '"');
+  arbor_text_put(t, "\"", 1);
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
     if (ch >= 0x20 && ch != '"' && ch != '\\' && ch != 0x7f) continue;
-    luaL_addlstring(b, s + run, i - run);
+    arbor_text_put(t, s + run, i - run);
     run = i + 1;
     char esc[6] = {'\\', (char)ch};
     if (ch == '"' || ch == '\\') {
-      luaL_addlstring(b, esc, 2);
+      arbor_text_put(t, esc, 2);
     } else if (ch < 0x20 && short_esc[ch]) {
       esc[1] = short_esc[ch];
-      luaL_addlstring(b, esc, 2);
+      arbor_text_put(t, esc, 2);
     } else {
       esc[1] = 'u', esc[2] = '0', esc[3] = '0';
       esc[4] = hex[ch >> 4], esc[5] = hex[ch & 15];
-      luaL_addlstring(b, esc, 6);
+      arbor_text_put(t, esc, 6);
     }
   }
-  luaL_addlstring(b, s + run, n - run);
-  luaL_addchar(b, '"');
+  arbor_text_put(t, s + run, n - run);
+  arbor_text_put(t, "\"", 1);
 }
 
 /* Adds i in decimal (snprintf costs more than the rest of a field). */
-static void json_int(luaL_Buffer *b, lua_Integer i) {
+static void json_int(arbor_text *t, lua_Integer i) {
   char num[24], *p = num + sizeof num;
   lua_Unsigned u = i < 0 ? 0u - (lua_Unsigned)i : (lua_Unsigned)i;
   do *--p = (char)('0' + u % 10); while (u /= 10);
   if (i < 0) *--p = '-';
-  luaL_addlstring(b, p, (size_t)(num + sizeof num - p));
+  arbor_text_put(t, p, (size_t)(num + sizeof num - p));
 }
 
-static void json_num(luaL_Buffer *b, double d) {
+static void json_num(arbor_text *t, double d) {
   char num[64];
-  snprintf(num, sizeof num, "%.6f", d);
-  luaL_addstring(b, num);
+  int n = snprintf(num, sizeof num, "%.6f", d);
+  arbor_text_put(t, num, n > 0 ? (size_t)n : 0);
+}
+
+static void json_lit(arbor_text *t, const char *s) {
+  arbor_text_put(t, s, strlen(s));
 }
 
 /* Adds a node's summary fields, as e:tree() has them, and the opening of
    its children array. */
-static void json_node(luaL_Buffer *b, view *v, pnode *pn) {
-  luaL_addchar(b, '{');
+static void json_node(arbor_text *t, view *v, pnode *pn) {
+  arbor_text_put(t, "{", 1);
   for (int f = 0; f < F_SUMMARY; f++) {
     value x;
     if (field(v, pn, f, &x) == V_NONE) continue;
-    luaL_addstring(b, json_keys[f] + (f == F_DN)); /* dn: first, always */
+    json_lit(t, json_keys[f] + (f == F_DN)); /* dn: first, always */
     switch (x.kind) {
-    case V_BOOL: luaL_addstring(b, x.u.b ? "true" : "false"); break;
-    case V_INT: json_int(b, x.u.i); break;
-    case V_NUM: json_num(b, x.u.d); break;
+    case V_BOOL: json_lit(t, x.u.b ? "true" : "false"); break;
+    case V_INT: json_int(t, x.u.i); break;
+    case V_NUM: json_num(t, x.u.d); break;
     case V_PIDS:
-      luaL_addchar(b, '[');
+      arbor_text_put(t, "[", 1);
       for (size_t i = 0; i < x.u.pids.n; i++) {
-        if (i) luaL_addchar(b, ',');
-        json_int(b, x.u.pids.pid[i]);
+        if (i) arbor_text_put(t, ",", 1);
+        json_int(t, x.u.pids.pid[i]);
       }
-      luaL_addchar(b, ']');
+      arbor_text_put(t, "]", 1);
       break;
     case V_EXIT:
-      luaL_addstring(b, "{\"at\":");
-      json_num(b, x.u.exit.at);
-      luaL_addstring(b, ",\"ago\":");
-      json_num(b, x.u.exit.ago);
+      json_lit(t, "{\"at\":");
+      json_num(t, x.u.exit.at);
+      json_lit(t, ",\"ago\":");
+      json_num(t, x.u.exit.ago);
       if (x.u.exit.state) {
-        luaL_addstring(b, ",\"state\":\"");
-        luaL_addstring(b, x.u.exit.state);
-        luaL_addchar(b, '"');
+        json_lit(t, ",\"state\":\"");
+        json_lit(t, x.u.exit.state);
+        arbor_text_put(t, "\"", 1);
       }
       if (x.u.exit.reason) {
-        luaL_addstring(b, ",\"reason\":");
-        json_str(b, x.u.exit.reason->s, x.u.exit.reason->len);
+        json_lit(t, ",\"reason\":");
+        json_str(t, x.u.exit.reason->s, x.u.exit.reason->len);
       }
-      luaL_addchar(b, '}');
+      arbor_text_put(t, "}", 1);
       break;
-    case V_STR: json_str(b, x.u.str.s, x.u.str.len); break;
+    case V_STR: json_str(t, x.u.str.s, x.u.str.len); break;
     case V_WORD:
-      luaL_addchar(b, '"');
-      luaL_addstring(b, x.u.str.s);
-      luaL_addchar(b, '"');
+      arbor_text_put(t, "\"", 1);
+      json_lit(t, x.u.str.s);
+      arbor_text_put(t, "\"", 1);
       break;
     case V_DN: { /* a DN is made of [A-Za-z0-9_.-]: nothing to escape */
       size_t len = arbor_node_dn(x.u.node, NULL, 0);
-      luaL_addchar(b, '"');
-      arbor_node_dn(x.u.node, luaL_prepbuffsize(b, len + 1), len + 1);
-      luaL_addsize(b, len);
-      luaL_addchar(b, '"');
+      arbor_text_room(t, len + 3);
+      ARBOR_TEXT_LIT(t, "\"");
+      arbor_node_dn(x.u.node, t->s + t->len, len + 1);
+      t->len += len;
+      ARBOR_TEXT_LIT(t, "\"");
       break;
     }
     case V_NONE:
     case V_CHILDREN: break; /* not summary fields */
     }
   }
-  luaL_addstring(b, ",\"children\":[");
+  json_lit(t, ",\"children\":[");
+}
+
+/* Where a render of the tree as JSON is: the depth of the node written
+   last (its children array open), and whether that array is still
+   empty. */
+typedef struct jstate {
+  unsigned depth;
+  int empty;
+} jstate;
+
+/* kind.step of the tree as JSON: the shape's nodes from r->at, each read
+   now (one view per step: its clock and its processes read in it); a
+   discarded node is left out, its subtree with it. The top is written
+   even when discarded, so the text is always one node. */
+static int json_step(arbor_render *r, lua_State *L, uint64_t deadline) {
+  (void)L;
+  jstate *j = r->state;
+  arbor_text *t = &r->text;
+  view v = {.e = r->e, .now = NAN};
+  for (size_t k = 1; r->at < r->shape.n; r->at++, k++) {
+    if (k % ARBOR_RENDER_BATCH == 0 && arbor_render_due(deadline)) return 0;
+    const arbor_shape_node *sn = &r->shape.v[r->at];
+    if (r->at > 0) {
+      if (sn->node->flags & ARBOR_F_DETACHED) continue;
+      for (; j->depth >= sn->depth; j->depth--, j->empty = 0)
+        json_lit(t, "]}");
+      if (!j->empty) arbor_text_put(t, ",", 1);
+    }
+    json_node(t, &v, (pnode *)sn->node);
+    j->depth = sn->depth;
+    j->empty = 1;
+  }
+  for (unsigned d = 0; d <= j->depth; d++) json_lit(t, "]}");
+  return 1;
+}
+
+static const arbor_render_kind json_kind = {json_step, NULL};
+
+/* Pushes a render of the tree (or dn's subtree) as JSON: engine at 1, dn
+   at 2. [-0, +1, m] */
+static void push_json_render(lua_State *L, int chunked) {
+  arbor_engine *e = arbor_check_engine(L, 1);
+  arbor_node *top =
+      lua_isnoneornil(L, 2) ? e->tree.root : &arbor_check_node(L, e, 2)->n;
+  arbor_render_new(L, 1, &json_kind, sizeof(jstate), top, chunked,
+                   e->tree.nnodes * 200 + 4096);
 }
 
 /* core.tree_json(engine [, dn]) -> the tree (or dn's subtree) as JSON, the
    fields of e:tree(); written in C because `arbor ctl tree --json` must
    stay fast on trees of 100,000 nodes. */
 static int l_tree_json(lua_State *L) {
-  view v = {.e = arbor_check_engine(L, 1), .now = NAN};
-  arbor_node *top = lua_isnoneornil(L, 2) ? v.e->tree.root
-                                          : &arbor_check_node(L, v.e, 2)->n;
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  arbor_node *n = top;
-  for (;;) {
-    json_node(&b, &v, (pnode *)n);
-    if (n->first) {
-      n = n->first;
-      continue;
-    }
-    luaL_addstring(&b, "]}");
-    while (n != top && !n->next) {
-      n = n->parent;
-      luaL_addstring(&b, "]}");
-    }
-    if (n == top) break;
-    n = n->next;
-    luaL_addchar(&b, ',');
-  }
-  luaL_pushresult(&b);
+  lua_settop(L, 2);
+  push_json_render(L, 0);
+  return arbor_render_finish(L, -1);
+}
+
+/* core.tree_render(engine [, dn]) -> a render (l_render.h) of the same
+   JSON in chunks, made in slices by its step method: what /tree
+   serves. */
+static int l_tree_render(lua_State *L) {
+  lua_settop(L, 2);
+  push_json_render(L, 1);
   return 1;
 }
 
@@ -648,8 +690,8 @@ static int l_not_ready(lua_State *L) {
 /* ---- registration --------------------------------------------------- */
 
 /* [-0, +0, m] adds e:node, e:tree and e:events to the engine's methods
-   (arbor_open_engine ran), core.tree_json and core.not_ready to the
-   module table on top. */
+   (arbor_open_engine ran), core.tree_json, core.tree_render and
+   core.not_ready to the module table on top. */
 void arbor_open_view(lua_State *L) {
   luaL_getmetatable(L, ARBOR_ENGINE_MT);
   lua_getfield(L, -1, "__index");
@@ -672,6 +714,7 @@ void arbor_open_view(lua_State *L) {
   lua_pop(L, 2);
   static const luaL_Reg funcs[] = {
       {"tree_json", l_tree_json},
+      {"tree_render", l_tree_render},
       {"not_ready", l_not_ready},
       {NULL, NULL},
   };
