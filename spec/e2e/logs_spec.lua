@@ -145,17 +145,100 @@ end]], "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
   end)
 end)
 
+describe("a log file that cannot be written", function()
+  -- Each of these made arbor die of SIGSEGV at stop: the failure of the
+  -- last write was reported into the root's log after the tree was freed.
+  it("maps a DN too long for a file name to a cut name and a hash, and writes it", function()
+    local dir = mktemp()
+    local names = {string.rep("a", 64), string.rep("b", 64), string.rep("c", 64), string.rep("d", 64)}
+    local a = start(dir, string.format([[
+local arbor = require "arbor"
+local names = {%q, %q, %q, %q}
+local function nest(c, i)
+  if i > #names then c:log("deep line") c:wait() return end
+  c:run(names[i], function(d) nest(d, i + 1) end)
+  c:wait()
+end
+return function(ctx)
+  ctx:run("top", function(c) nest(c, 1) end)
+  ctx:log("hello")
+  ctx:signal("healthy")
+  ctx:sleep(1.5) -- a flush, then the last one at stop
+  arbor.stop()
+end]], table.unpack(names)), "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a), read(a.out))
+    local dn = "root.top." .. table.concat(names, ".")
+    assert.is_true(#dn + 4 > 255)
+    local files = lines(support.capture("ls " .. q(dir .. "/logs")))
+    local long
+    for _, f in ipairs(files) do
+      if f:find("~", 1, true) then long = f end
+    end
+    assert.is_truthy(long, "no mapped file among " .. table.concat(files, " "))
+    assert.is_true(#long <= 255)
+    assert.equal(dn:sub(1, 223) .. "~", long:sub(1, 224))
+    assert.matches("^%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%.log$", long:sub(225))
+    -- the line names the whole DN
+    assert.matches(" INFO  " .. dn .. ": deep line\n$", read(dir .. "/logs/" .. long))
+    assert.matches("root: hello", read(dir .. "/logs/root.log"), 1, true)
+  end)
+
+  it("reports a directory in the file's place and stops cleanly", function()
+    local dir = mktemp()
+    assert(os.execute("mkdir -p " .. q(dir .. "/logs/root.log")))
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  ctx:log("hello")
+  ctx:logger("ok"):info("fine")
+  ctx:signal("healthy")
+  ctx:sleep(0.2) -- the only write is the last one, at stop
+  arbor.stop()
+end]], "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a), read(a.out))
+    local _, n = read(a.out):gsub("arbor: log file " .. dir:gsub("%p", "%%%0")
+      .. "/logs/root.log: refused: not a regular file %(a directory%)", "")
+    assert.equal(1, n, read(a.out))
+    assert.matches("root.ok: fine", read(dir .. "/logs/root.ok.log"), 1, true)
+  end)
+end)
+
 describe("a full disk", function()
   local mnt, a
   before_each(function()
     mnt, a = mktemp(), nil
-    if not os.execute("mount -t tmpfs -o size=64k tmpfs " .. q(mnt) .. " 2>/dev/null") then
+    -- mode 0750: a root arbor refuses a log directory others may write
+    if not os.execute("mount -t tmpfs -o size=64k,mode=0750 tmpfs " .. q(mnt) .. " 2>/dev/null") then
       mnt = nil
     end
   end)
   after_each(function()
     if a and not read(a.rc) then os.execute("kill -9 " .. a.pid) finished(a) end
     if mnt then os.execute("umount " .. q(mnt)) end
+  end)
+
+  it("reports on stderr a last write that fails at stop, and exits cleanly", function()
+    if not mnt then
+      pending("mount -t tmpfs is not permitted here (needs root): the full-disk test is skipped")
+      return
+    end
+    local dir = mktemp()
+    assert(os.execute(support.plain .. "dd if=/dev/zero of=" .. q(mnt .. "/filler") .. " bs=1k count=56 2>/dev/null"), "dd failed")
+    a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  for i = 1, 40 do ctx:log(string.format("line %d %s", i, string.rep("y", 1000))) end
+  ctx:signal("healthy")
+  ctx:sleep(0.2) -- before the first flush: the only write is the last one
+  arbor.stop()
+end]], "--quiet --no-control --log-dir " .. q(mnt))
+    assert.equal(0, finished(a), read(a.out))
+    local out = read(a.out)
+    local n = tonumber(out:match("arbor: log file " .. mnt:gsub("%p", "%%%0")
+      .. "/root%.log: No space left on device: (%d+) lines not written %(arbor is stopping%)"))
+    assert.is_truthy(n, out)
+    local log = read(mnt .. "/root.log") or ""
+    assert.equal(40, n + select(2, log:gsub("root: line ", ""))) -- each line written or counted
   end)
 
   it("drops lines with a count and a marker, reports once, keeps the tree running", function()

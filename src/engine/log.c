@@ -118,18 +118,18 @@ static arbor_logfile *file_of(arbor_engine *e, pnode *pn, arbor_logs *lg,
                               unsigned sub) {
   arbor_logfile **slot = sub ? &lg->subs[sub - 1].file : &lg->file;
   if (*slot) return *slot;
-  char buf[512];
-  size_t len = arbor_node_dn(&pn->n, buf, sizeof buf);
-  if (sub) {
-    const arbor_str *s = lg->subs[sub - 1].name;
-    if (len + 1 + s->len < sizeof buf) {
-      buf[len] = '.';
-      memcpy(buf + len + 1, s->s, s->len);
-    }
-    len += 1 + s->len;
+  char small[512], *buf = small;
+  const arbor_str *s = sub ? lg->subs[sub - 1].name : NULL;
+  size_t dn = arbor_node_dn(&pn->n, NULL, 0);
+  size_t len = dn + (s ? 1 + s->len : 0);
+  if (len >= sizeof small && !(buf = malloc(len + 1))) return NULL;
+  arbor_node_dn(&pn->n, buf, dn + 1);
+  if (s) {
+    buf[dn] = '.';
+    memcpy(buf + dn + 1, s->s, s->len);
   }
-  if (len >= sizeof buf) return NULL; /* a DN too long for a file name */
   *slot = arbor_logfile_new(e->logfiles, buf, len);
+  if (buf != small) free(buf);
   return *slot;
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "core/logname.h"
 #include "engine/logfile.h"
 
 enum { B_IDLE = 0, B_QUEUED, B_DONE };
@@ -34,6 +35,9 @@ struct arbor_logfile {
   arbor_logfiles *lf;
   char *name;          /* the DN */
   size_t nlen;
+  char *fname;         /* its file's name in the directory (core/logname.h) */
+  int refused;         /* its file is no regular file (reported) */
+  uint64_t refused_lines; /* lines dropped since */
   char *buf;
   size_t len, cap;
   mark marks[MARKS];
@@ -51,11 +55,16 @@ typedef struct item {
   unsigned nmarks;
   size_t written; /* out: bytes written */
   int err;        /* out: 0 or an errno */
+  unsigned kind;  /* out: the file type found instead of a regular file
+                     (S_IFLNK, S_IFIFO, ...), or 0 */
 } item;
 
 struct arbor_logfiles {
   arbor_engine *e;
   char *dir;
+  int dirfd;                /* the directory, taken once at start */
+  unsigned mode;            /* of the files made */
+  int closing;              /* the last write, at stop */
   uint64_t max_bytes;
   unsigned keep;
   size_t max_pending, pending, early;
@@ -93,25 +102,60 @@ static int write_all(int fd, const char *p, size_t n, size_t *done) {
   return 0;
 }
 
-/* Renames <path>.k-1 to .k down to <path> to .1 (keep 0: removes <path>).
-   Returns 0 or an errno. */
-static int rotate(const arbor_logfiles *lf, const char *path) {
-  char from[PATH_MAX + 16], to[PATH_MAX + 16];
-  if (lf->keep == 0) return unlink(path) < 0 && errno != ENOENT ? errno : 0;
+/* Renames <name>.k-1 to .k down to <name> to .1 (keep 0: removes
+   <name>), in the directory: a link planted there is renamed, never
+   followed. Returns 0 or an errno. */
+static int rotate(const arbor_logfiles *lf, const char *name) {
+  char from[NAME_MAX + 16], to[NAME_MAX + 16];
+  if (lf->keep == 0)
+    return unlinkat(lf->dirfd, name, 0) < 0 && errno != ENOENT ? errno : 0;
   for (unsigned k = lf->keep; k >= 2; k--) {
-    snprintf(from, sizeof from, "%s.%u", path, k - 1);
-    snprintf(to, sizeof to, "%s.%u", path, k);
-    if (rename(from, to) < 0 && errno != ENOENT) return errno;
+    snprintf(from, sizeof from, "%s.%u", name, k - 1);
+    snprintf(to, sizeof to, "%s.%u", name, k);
+    if (renameat(lf->dirfd, from, lf->dirfd, to) < 0 && errno != ENOENT)
+      return errno;
   }
-  snprintf(to, sizeof to, "%s.1", path);
-  return rename(path, to) < 0 ? errno : 0;
+  snprintf(to, sizeof to, "%s.1", name);
+  return renameat(lf->dirfd, name, lf->dirfd, to) < 0 ? errno : 0;
 }
 
-static int open_log(const char *path, uint64_t *size) {
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return -errno;
+/* Opens the file name of the directory for appending, made with the
+   files' mode when missing: never through a symbolic link (O_NOFOLLOW),
+   never waiting for a FIFO's reader (O_NONBLOCK), and only a regular file
+   (fstat). Returns the descriptor, or a negative errno; *kind is the type
+   of what is there instead of a regular file (then -EPERM), else 0. */
+static int open_log(const arbor_logfiles *lf, const char *name,
+                    uint64_t *size, unsigned *kind) {
+  int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
+              O_CLOEXEC;
   struct stat st;
-  *size = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+  *kind = 0;
+  int fd = openat(lf->dirfd, name, flags);
+  if (fd < 0 && errno == ENOENT) {
+    fd = openat(lf->dirfd, name, flags | O_CREAT | O_EXCL, (mode_t)lf->mode);
+    if (fd < 0 && errno == EEXIST) fd = openat(lf->dirfd, name, flags);
+  }
+  if (fd < 0) {
+    int err = errno;
+    /* a link (ELOOP), a FIFO or socket (ENXIO), a directory (EISDIR) */
+    if (fstatat(lf->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISREG(st.st_mode)) {
+      *kind = st.st_mode & S_IFMT;
+      return -EPERM;
+    }
+    return -err;
+  }
+  if (fstat(fd, &st) < 0) {
+    int err = errno;
+    close(fd);
+    return -err;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    *kind = st.st_mode & S_IFMT;
+    return -EPERM;
+  }
+  *size = (uint64_t)st.st_size;
   return fd;
 }
 
@@ -119,15 +163,9 @@ static int open_log(const char *path, uint64_t *size) {
    max_bytes (at a line's end; a single line longer than that is written
    whole into an empty file). */
 static void write_item(const arbor_logfiles *lf, item *it) {
-  char path[PATH_MAX];
-  int pl = snprintf(path, sizeof path, "%s/%.*s.log", lf->dir,
-                    (int)it->f->nlen, it->f->name);
-  if (pl < 0 || (size_t)pl >= sizeof path) {
-    it->err = ENAMETOOLONG;
-    return;
-  }
-  uint64_t size;
-  int fd = open_log(path, &size);
+  const char *name = it->f->fname;
+  uint64_t size = 0;
+  int fd = open_log(lf, name, &size, &it->kind);
   if (fd < 0) {
     it->err = -fd;
     return;
@@ -148,8 +186,8 @@ static void write_item(const arbor_logfiles *lf, item *it) {
         chunk = nl ? (size_t)(nl - p) + 1 : rest;
       } else {
         close(fd);
-        if ((it->err = rotate(lf, path)) != 0) return;
-        if ((fd = open_log(path, &size)) < 0) {
+        if ((it->err = rotate(lf, name)) != 0) return;
+        if ((fd = open_log(lf, name, &size, &it->kind)) < 0) {
           it->err = -fd;
           return;
         }
@@ -312,23 +350,28 @@ static void free_file(arbor_logfiles *lf, arbor_logfile *f) {
   if (f->next) f->next->prev = f->prev;
   free(f->buf);
   free(f->name);
+  free(f->fname);
   free(f);
 }
 
 arbor_logfile *arbor_logfile_new(arbor_logfiles *lf, const char *dn,
                                  size_t len) {
   arbor_logfile *f = calloc(1, sizeof *f);
-  char *name = malloc(len + 1);
-  if (!f || !name) {
+  char *name = malloc(len + 1), *fname = malloc(ARBOR_LOGNAME_MAX + 5);
+  if (!f || !name || !fname) {
     free(f);
     free(name);
+    free(fname);
     return NULL;
   }
   memcpy(name, dn, len);
   name[len] = '\0';
+  size_t fl = arbor_logname(dn, len, fname);
+  memcpy(fname + fl, ".log", 5);
   f->lf = lf;
   f->name = name;
   f->nlen = len;
+  f->fname = fname;
   f->next = lf->all;
   if (lf->all) lf->all->prev = f;
   lf->all = f;
@@ -397,48 +440,92 @@ static void prepend_marker(arbor_logfile *f, uint64_t n, double wall) {
   f->dropped = later;
 }
 
+/* What is at a log file's place instead of a regular file. */
+static const char *kind_name(unsigned kind) {
+  switch (kind) {
+  case S_IFLNK: return "a symbolic link";
+  case S_IFIFO: return "a FIFO";
+  case S_IFDIR: return "a directory";
+  case S_IFSOCK: return "a socket";
+  case S_IFCHR: return "a character device";
+  case S_IFBLK: return "a block device";
+  default: return "not a file";
+  }
+}
+
+/* Reports text at level (lf->report; on stderr once the tree is gone). */
+static void say(arbor_logfiles *lf, int level, const char *text) {
+  if (lf->report) lf->report(lf->e, level, text);
+}
+
 /* The writer is done with the batch: frees it, counts what failed and
-   reports the first failure (and the end of failures). */
+   reports the first failure (and the end of failures); a file that is no
+   regular file is reported once for itself (and when it is one again). At
+   stop, each failure is told with the lines it lost. */
 static void collect(arbor_logfiles *lf) {
   arbor_engine *e = lf->e;
-  char msg[PATH_MAX + 256];
+  char msg[PATH_MAX + NAME_MAX + 256];
   int failed = 0;
   double wall = e->wall0 + arbor_engine_step_time(e);
   for (size_t i = 0; i < lf->nbatch; i++) {
     item *it = &lf->batch[i];
     arbor_logfile *f = it->f;
     f->busy = 0;
+    lf->pending -= it->len;
     if (it->err) {
       uint64_t told, lost = lost_lines(it, &told);
-      lf->failed_lines += lost;
       e->log_lines_dropped += lost;
-      lf->pending -= it->len;
-      if (!f->released) prepend_marker(f, lost + told, wall);
-      if (!failed && !lf->failing) {
+      if (!f->released && !lf->closing) prepend_marker(f, lost + told, wall);
+      if (it->kind) { /* refused: told once for this file */
+        f->refused_lines += lost;
+        if (!f->refused) {
+          f->refused = 1;
+          snprintf(msg, sizeof msg,
+                   "log file %s/%s: refused: not a regular file (%s); its "
+                   "lines are dropped (counted) until it is one",
+                   lf->dir, f->fname, kind_name(it->kind));
+          say(lf, ARBOR_LOG_ERROR, msg);
+        }
+      } else if (lf->closing) { /* no retry: each is told */
         snprintf(msg, sizeof msg,
-                 "log file %s/%s.log: %s: its lines are dropped (counted, "
-                 "and a marker line says how many) and writing is retried "
-                 "at each flush",
-                 lf->dir, f->name, strerror(it->err));
+                 "log file %s/%s: %s: %llu lines not written (arbor is "
+                 "stopping)",
+                 lf->dir, f->fname, strerror(it->err),
+                 (unsigned long long)(lost + told));
+        say(lf, ARBOR_LOG_ERROR, msg);
+      } else {
+        lf->failed_lines += lost;
+        if (!failed && !lf->failing) {
+          snprintf(msg, sizeof msg,
+                   "log file %s/%s: %s: its lines are dropped (counted, and "
+                   "a marker line says how many) and writing is retried at "
+                   "each flush",
+                   lf->dir, f->fname, strerror(it->err));
+          lf->failing = 1;
+          say(lf, ARBOR_LOG_ERROR, msg);
+        }
         failed = 1;
-        lf->failing = 1;
-        if (lf->report) lf->report(e, ARBOR_LOG_ERROR, msg);
       }
-      failed = 1;
-    } else {
-      lf->pending -= it->len;
+    } else if (f->refused) {
+      f->refused = 0;
+      snprintf(msg, sizeof msg,
+               "log file %s/%s: a regular file again: written (%llu lines "
+               "were dropped)",
+               lf->dir, f->fname, (unsigned long long)f->refused_lines);
+      f->refused_lines = 0;
+      say(lf, ARBOR_LOG_WARN, msg);
     }
     free(it->buf);
     if (f->released && !f->dirty) free_file(lf, f);
   }
   lf->nbatch = 0;
-  if (!failed && lf->failing) {
+  if (!failed && lf->failing && !lf->closing) {
     lf->failing = 0;
     snprintf(msg, sizeof msg,
              "log files: writing works again (%llu lines were dropped)",
              (unsigned long long)lf->failed_lines);
     lf->failed_lines = 0;
-    if (lf->report) lf->report(e, ARBOR_LOG_WARN, msg);
+    say(lf, ARBOR_LOG_WARN, msg);
   }
 }
 
@@ -509,19 +596,60 @@ static void report_stderr(arbor_engine *e, int level, const char *text) {
 
 static void on_timer_closed(uv_handle_t *h) { free(h->data); }
 
-int arbor_logfiles_open(arbor_engine *e, const arbor_logfile_opts *o) {
+/* A root arbor writes only in a directory that root owns and that neither
+   its group nor others may write (as logrotate refuses insecure parents):
+   else whoever may write it plants links and FIFOs there. Returns 0, or
+   -EPERM with the reason in why. */
+static int check_dir(int dirfd, char *why, size_t len) {
+  struct stat st;
+  if (fstat(dirfd, &st) < 0) return -errno;
+  if (geteuid() != 0) return 0;
+  unsigned mode = (unsigned)st.st_mode & 07777;
+  if (st.st_uid != 0)
+    snprintf(why, len, "it is owned by uid %u, not by root",
+             (unsigned)st.st_uid);
+  else if (mode & S_IWOTH)
+    snprintf(why, len, "it is writable by others (mode %04o)", mode);
+  else if (mode & S_IWGRP)
+    snprintf(why, len, "it is writable by its group (mode %04o)", mode);
+  else
+    return 0;
+  size_t n = strlen(why);
+  snprintf(why + n, len - n,
+           " (a root arbor writes logs only in a directory that root owns "
+           "and that neither its group nor others may write)");
+  return -EPERM;
+}
+
+int arbor_logfiles_open(arbor_engine *e, const arbor_logfile_opts *o,
+                        char *why, size_t whylen) {
   uv_loop_t *loop = arbor_engine_loop(e);
+  if (why && whylen) why[0] = '\0';
   if (!loop || e->logfiles) return -EINVAL;
-  if (mkdir(o->dir, 0755) < 0 && errno != EEXIST) return -errno;
-  if (access(o->dir, W_OK | X_OK) < 0) return -errno;
+  if (mkdir(o->dir, 0750) < 0 && errno != EEXIST) return -errno;
+  int dirfd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dirfd < 0) return -errno;
+  char tmp[8];
+  int r = check_dir(dirfd, why ? why : tmp, why ? whylen : sizeof tmp);
+  if (r == 0 && faccessat(dirfd, ".", W_OK | X_OK, AT_EACCESS) < 0) r = -errno;
+  if (r < 0) {
+    close(dirfd);
+    return r;
+  }
   arbor_logfiles *lf = calloc(1, sizeof *lf);
-  if (!lf) return -ENOMEM;
+  if (!lf) {
+    close(dirfd);
+    return -ENOMEM;
+  }
   lf->dir = strdup(o->dir);
   if (!lf->dir) {
     free(lf);
+    close(dirfd);
     return -ENOMEM;
   }
   lf->e = e;
+  lf->dirfd = dirfd;
+  lf->mode = o->mode ? o->mode & 0777 : 0640;
   lf->max_bytes = o->max_bytes ? o->max_bytes : 10u << 20;
   lf->keep = o->keep;
   lf->max_pending = o->max_pending ? o->max_pending : 8u << 20;
@@ -547,6 +675,7 @@ int arbor_logfiles_open(arbor_engine *e, const arbor_logfile_opts *o) {
   e->logfiles = lf;
   return 0;
 fail:
+  close(dirfd);
   free(lf->dir);
   free(lf);
   return -ENOMEM;
@@ -580,6 +709,9 @@ void arbor_logfiles_sync(arbor_engine *e) {
 void arbor_logfiles_close(arbor_engine *e) {
   arbor_logfiles *lf = e->logfiles;
   if (!lf) return;
+  /* the tree may be gone: what collect says goes to stderr */
+  lf->report = report_stderr;
+  lf->closing = 1;
   wait_writer(lf);
   int more = take(lf);
   uv_mutex_lock(&lf->mu);
@@ -588,15 +720,13 @@ void arbor_logfiles_close(arbor_engine *e) {
   uv_cond_signal(&lf->cv);
   uv_mutex_unlock(&lf->mu);
   uv_thread_join(&lf->thread);
-  e->logfiles = NULL; /* what collect reports is not written any more */
-  if (lf->state == B_DONE) {
-    lf->report = report_stderr; /* the tree's log is not written now */
-    collect(lf);
-  }
+  e->logfiles = NULL;
+  if (lf->state == B_DONE) collect(lf);
   uv_cond_destroy(&lf->cv);
   uv_mutex_destroy(&lf->mu);
   while (lf->all) free_file(lf, lf->all);
   free(lf->batch);
   free(lf->dir);
+  close(lf->dirfd);
   uv_close((uv_handle_t *)&lf->timer, on_timer_closed);
 }

@@ -8,7 +8,10 @@
  * is bounded: past the bound lines are dropped and counted, and the file
  * gets a marker line "... N lines dropped". A failed write (a full disk)
  * drops its lines the same way, is reported once and retried at the next
- * flush; nothing stops the tree.
+ * flush; nothing stops the tree. Only regular files are written: a link,
+ * FIFO, directory or device at a file's place is refused (reported once,
+ * its lines dropped and counted). A DN too long for a file name gets a cut
+ * name and a hash (core/logname.h).
  */
 #ifndef ARBOR_LOGFILE_H
 #define ARBOR_LOGFILE_H
@@ -27,14 +30,19 @@ typedef struct arbor_logfile_opts {
   unsigned keep;       /* rotated files kept: <dn>.log.1 .. .keep */
   double interval;     /* seconds between flushes */
   size_t max_pending;  /* bytes buffered before lines are dropped */
+  unsigned mode;       /* of the files made (0: 0640) */
   /* told of a write error (once until writing works again) and of its
      end; text is borrowed. May log (it runs on the loop, not in append). */
   void (*report)(arbor_engine *e, int level, const char *text);
 } arbor_logfile_opts;
 
-/* Starts writing e's log files (e's loop; the real clock only). Returns 0
-   or a negative errno (the directory cannot be made or written). */
-int arbor_logfiles_open(arbor_engine *e, const arbor_logfile_opts *o);
+/* Starts writing e's log files (e's loop; the real clock only): the
+   directory is made 0750 when missing and taken once (files are opened
+   relative to it). Returns 0 or a negative errno (the directory cannot be
+   made or written; -EPERM with the reason in why: a root arbor and a
+   directory that someone else may write). */
+int arbor_logfiles_open(arbor_engine *e, const arbor_logfile_opts *o,
+                        char *why, size_t whylen);
 /* The file of a DN (len bytes), or NULL on OOM. */
 arbor_logfile *arbor_logfile_new(arbor_logfiles *lf, const char *dn,
                                  size_t len);

@@ -200,9 +200,10 @@ static void report(arbor_engine *e, int level, const char *text) {
   arbor_str_unref(line);
 }
 
-/* core.log_files(e, {dir=, max_bytes=, keep=, interval=, max_pending=})
-   -> true | nil, "ENAME: message", "ENAME": writes the tree's log lines
-   under dir (engine/logfile.h). */
+/* core.log_files(e, {dir=, max_bytes=, keep=, interval=, max_pending=,
+   mode=}) -> true | nil, "ENAME: message", "ENAME": writes the tree's log
+   lines under dir (engine/logfile.h); an insecure directory (a root arbor)
+   is "DIR is insecure: why". */
 static int l_log_files(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -217,10 +218,19 @@ static int l_log_files(lua_State *L) {
   o.interval = luaL_optnumber(L, -1, 1.0);
   lua_getfield(L, 2, "max_pending");
   o.max_pending = (size_t)luaL_optinteger(L, -1, 8 << 20);
+  lua_getfield(L, 2, "mode");
+  o.mode = (unsigned)luaL_optinteger(L, -1, 0640) & 0777;
   o.report = report;
   if (!arbor_engine_loop(e))
     return luaL_error(L, "log files need the real clock (arbor.run)");
-  int r = arbor_logfiles_open(e, &o);
+  char why[512];
+  int r = arbor_logfiles_open(e, &o, why, sizeof why);
+  if (r < 0 && why[0]) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s is insecure: %s", o.dir, why);
+    lua_pushliteral(L, "EPERM");
+    return 3;
+  }
   if (r < 0) return arbor_push_errno(L, r, "log directory %s", o.dir);
   lua_pushboolean(L, 1);
   return 1;
