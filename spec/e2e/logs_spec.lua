@@ -23,14 +23,15 @@ local function lines(text)
   return out
 end
 
--- Starts arbor in the background on script (text) in dir with args; returns
--- {pid, out (stdout and stderr's file), rc (the exit status' file)}. The
--- test that starts it kills what is left of it when it ends, passed or not.
-local function start(dir, script, args)
+-- Starts arbor in the background on script (text) in dir with args (env:
+-- "K=V ..." set for it); returns {pid, out (stdout and stderr's file), rc
+-- (the exit status' file)}. The test that starts it kills what is left of
+-- it when it ends, passed or not.
+local function start(dir, script, args, env)
   write(dir .. "/tree.lua", script)
   local a = {pid = nil, out = dir .. "/out", rc = dir .. "/rc"}
-  os.execute(string.format("(%s run %s %s > %s 2>&1 & echo $! > %s/pid; wait $!; echo $? > %s.tmp; mv %s.tmp %s) &",
-    bin, args or "", q(dir .. "/tree.lua"), q(a.out), q(dir), q(a.rc), q(a.rc), q(a.rc)))
+  os.execute(string.format("(%s %s run %s %s > %s 2>&1 & echo $! > %s/pid; wait $!; echo $? > %s.tmp; mv %s.tmp %s) &",
+    env or "", bin, args or "", q(dir .. "/tree.lua"), q(a.out), q(dir), q(a.rc), q(a.rc), q(a.rc)))
   -- the shell makes the file before it writes the pid into it
   assert(eventually(function() return tonumber(read(dir .. "/pid") or "") end))
   a.pid = tonumber(read(dir .. "/pid"))
@@ -38,9 +39,25 @@ local function start(dir, script, args)
   return a
 end
 
-local function finished(a)
-  assert(eventually(function() return read(a.rc) end), "arbor did not exit")
+local function finished(a, tries)
+  assert(eventually(function() return read(a.rc) end, tries), "arbor did not exit")
   return tonumber(read(a.rc))
+end
+
+-- The lines of the file at path (an iterator that closes it).
+local function file_lines(path)
+  local f = assert(io.open(path))
+  return f:lines()
+end
+
+-- The lines a file's marker lines say were dropped, and its other lines.
+local function told_and_written(path)
+  local told, written = 0, 0
+  for l in file_lines(path) do
+    local n = l:match("^%S+ WARN  [%w.]+: %.%.%. (%d+) lines dropped$")
+    if n then told = told + tonumber(n) else written = written + 1 end
+  end
+  return told, written
 end
 
 describe("arbor run --log-dir", function()
@@ -142,6 +159,66 @@ end]], "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
     code, out = sh(bin .. " run --log-format xml /dev/null")
     assert.equal(2, code)
     assert.matches("--log-format needs text or json, got xml", out, 1, true)
+  end)
+end)
+
+describe("log files under load", function()
+  -- 1M lines as fast as a program can write them: s6-log, svlogd and
+  -- supervisord deliver every one by blocking the writer on its pipe.
+  local SEQ = [[
+local arbor = require "arbor"
+return function(ctx)
+  ctx:run("w", arbor.exec({"seq", "1", "1000000"}, {oneshot = true%s}))
+  ctx:signal("healthy")
+  while arbor.node("root.w").state ~= "DONE" do ctx:sleep(0.05) end
+  arbor.stop()
+end]]
+
+  it("delivers every line of a process writing 1M lines as fast as it can: its pipe waits", function()
+    local dir = mktemp()
+    local a = start(dir, SEQ:format(""), "--quiet --no-control --log-max-bytes 1G --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a, 30000), read(a.out))
+    local i = 0
+    for l in file_lines(dir .. "/logs/root.w.log") do
+      i = i + 1
+      local n = tonumber(l:match(" INFO  root%.w: stdout: (%d+)$"))
+      if n ~= i then error(string.format("line %d of the file is %q", i, l)) end
+    end
+    assert.equal(1000000, i)
+  end)
+
+  it("drops with log_overflow = \"drop\", and every dropped line is told, the burst's end too", function()
+    local dir = mktemp()
+    local a = start(dir, SEQ:format(", log_overflow = \"drop\""), "--quiet --no-control --log-max-bytes 1G --log-dir "
+      .. q(dir .. "/logs"))
+    assert.equal(0, finished(a, 30000), read(a.out))
+    local told, written = told_and_written(dir .. "/logs/root.w.log")
+    assert.equal(1000000, told + written)
+  end)
+
+  it("counts a runnable's lines past the bound, with a marker at the next flush though the DN logs no more", function()
+    local dir = mktemp()
+    local sock = dir .. "/ctl.sock"
+    local a = start(dir, [[
+return function(ctx)
+  ctx:run("burst", function(c)
+    -- some 20 MB in one step: more than the 8 MiB the files may hold
+    for i = 1, 150000 do c:log(string.format("line %d %s", i, string.rep("z", 80))) end
+    c:signal("healthy")
+    c:wait() -- and never a line again
+  end)
+  ctx:signal("healthy")
+  ctx:wait()
+end]], "--quiet --control " .. q(sock) .. " --log-dir " .. q(dir .. "/logs"))
+    local path = dir .. "/logs/root.burst.log"
+    assert.is_true(eventually(function()
+      return (read(path) or ""):find("lines dropped\n", 1, true)
+    end), "no marker while arbor runs")
+    local told, written = told_and_written(path)
+    assert.is_true(told > 0)
+    assert.equal(150000, told + written)
+    sh(bin .. " ctl " .. q(sock) .. " shutdown")
+    assert.equal(0, finished(a))
   end)
 end)
 

@@ -110,6 +110,9 @@ typedef struct arbor_logs {
   arbor_log_sub *subs;
   struct arbor_logfile *file;
   uint8_t parse;        /* ARBOR_PARSE_* */
+  uint8_t drop;         /* log_overflow "drop": its process output never
+                           waits for its file (lines past the bound are
+                           dropped and counted) */
   int parse_ref;        /* the parser function (ARBOR_PARSE_FN) */
 } arbor_logs;
 
@@ -453,6 +456,16 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
    parser says; written "stdout: text". 0 (not logged) once e is freed. */
 int arbor_engine_log_output(arbor_engine *e, pnode *pn, int stream,
                             const char *s, size_t n);
+struct arbor_logfile_waiter;
+/* 1 when pn's process output should wait (its pipes not read): its log
+   file under --log-dir holds as much as it may, and its processes' output
+   waits rather than drops (log_overflow "block", the default). */
+int arbor_engine_log_full(arbor_engine *e, pnode *pn);
+/* w->resume is called once, on the loop, when log lines moved on; -1 when
+   there are no log files (nothing to wait for). */
+int arbor_engine_log_wait(arbor_engine *e, struct arbor_logfile_waiter *w);
+/* w waits no more. */
+void arbor_engine_log_unwait(struct arbor_logfile_waiter *w);
 /* pn's log, made if needed with cap lines (ARBOR_LOG_LINES when 0 is
    given and it is new); NULL on OOM. */
 arbor_logs *arbor_engine_logs(pnode *pn);

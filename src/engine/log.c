@@ -193,6 +193,23 @@ int arbor_engine_log_now(arbor_engine *e, pnode *pn, arbor_str *line) {
   return 1;
 }
 
+int arbor_engine_log_full(arbor_engine *e, pnode *pn) {
+  if (!e || !e->logfiles || e->zombie) return 0;
+  const arbor_logs *lg = pn->logs;
+  if (!lg || !lg->file || lg->drop) return 0;
+  return arbor_logfile_full(lg->file);
+}
+
+int arbor_engine_log_wait(arbor_engine *e, arbor_logfile_waiter *w) {
+  if (!e || !e->logfiles || e->zombie) return -1;
+  arbor_logfile_wait(e->logfiles, w);
+  return 0;
+}
+
+void arbor_engine_log_unwait(arbor_logfile_waiter *w) {
+  arbor_logfile_unwait(w);
+}
+
 /* ---- process output ------------------------------------------------------ */
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }

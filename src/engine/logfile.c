@@ -3,13 +3,17 @@
  *
  * The loop and the writer share only the batch (an array of buffers taken
  * out of the files) and its state, under a mutex: IDLE, QUEUED (handed to
- * the writer), DONE (written; the loop collects the results). The loop
- * never waits for the writer except at close.
+ * the writer), DONE (written; the writer wakes the loop, which collects
+ * the results and hands over the next batch at once when lines wait). The
+ * loop waits for the writer only at stop and before a reexec, and at most
+ * ARBOR_LOG_WAIT seconds: a writer stuck in a hung file system is then
+ * abandoned (it owns and frees the files' state once it returns).
  */
 #define _GNU_SOURCE /* memrchr */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,17 +71,27 @@ struct arbor_logfiles {
   int closing;              /* the last write, at stop */
   uint64_t max_bytes;
   unsigned keep;
-  size_t max_pending, pending, early;
+  size_t max_pending;       /* lines are dropped past this many bytes */
+  size_t pending;           /* bytes in the files' buffers and the batch */
+  size_t buffered;          /* of them, in the files' buffers */
+  size_t early;             /* handed over once this much is buffered */
+  size_t file_cap;          /* a waiting writer waits once its file has
+                               this much buffered, */
+  size_t pause_at;          /* or all files this much pending */
   uint64_t interval_ms;
   void (*report)(arbor_engine *e, int level, const char *text);
-  uv_timer_t timer;
+  uv_timer_t *timer;        /* allocated apart: freed by their close */
+  uv_async_t *async;        /* the writer's "done" */
   uv_thread_t thread;
   uv_mutex_t mu;
   uv_cond_t cv;
   int state, quit, kicked;
+  int abandoned;            /* the writer owns everything now */
   item *batch;
   size_t nbatch, batch_cap;
   arbor_logfile *dirty, *all;
+  arbor_logfile_waiter *waiters; /* pipes that wait for lines to move */
+  arbor_logfile_waiter *resuming; /* of them, being resumed */
   int failing;              /* an error was reported: writing fails */
   uint64_t failed_lines;    /* lines lost since it was reported */
   int64_t ts_sec;           /* the second ts holds */
@@ -210,22 +224,38 @@ static void write_item(const arbor_logfiles *lf, item *it) {
   close(fd);
 }
 
+static void free_all(arbor_logfiles *lf);
+
+/* Writes each batch handed over, then wakes the loop; returns at quit, or
+   once the batch it was writing when the loop abandoned it is done (then
+   it frees what the loop left it). */
 static void writer_main(void *arg) {
   arbor_logfiles *lf = arg;
   uv_mutex_lock(&lf->mu);
   for (;;) {
-    while (lf->state != B_QUEUED && !lf->quit) uv_cond_wait(&lf->cv, &lf->mu);
-    if (lf->state != B_QUEUED) break; /* quit, nothing left */
+    while (lf->state != B_QUEUED && !lf->quit && !lf->abandoned)
+      uv_cond_wait(&lf->cv, &lf->mu);
+    if (lf->abandoned || lf->state != B_QUEUED) break; /* quit */
     uv_mutex_unlock(&lf->mu);
     for (size_t i = 0; i < lf->nbatch; i++) write_item(lf, &lf->batch[i]);
     uv_mutex_lock(&lf->mu);
     lf->state = B_DONE;
     uv_cond_broadcast(&lf->cv);
+    if (!lf->abandoned) uv_async_send(lf->async);
   }
+  int own = lf->abandoned;
   uv_mutex_unlock(&lf->mu);
+  if (own) free_all(lf);
 }
 
 /* ---- the loop's side ------------------------------------------------------ */
+
+/* The wall clock now (CLOCK_REALTIME), in seconds. */
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static int reserve(arbor_logfile *f, size_t more) {
   if (f->len + more <= f->cap) return 0;
@@ -319,28 +349,79 @@ static void put_marker(arbor_logfile *f, double wall) {
   m->len = f->len - m->off;
   m->n = f->dropped;
   f->lf->pending += m->len;
+  f->lf->buffered += m->len;
   f->dropped = 0;
 }
 
 static void on_tick(uv_timer_t *t);
+
+/* Hands the buffers over soon: enough of them wait. */
+static void kick(arbor_logfiles *lf) {
+  if (lf->kicked || lf->closing) return;
+  lf->kicked = 1;
+  uv_timer_start(lf->timer, on_tick, 0, lf->interval_ms);
+}
 
 void arbor_logfile_append(arbor_engine *e, arbor_logfile *f, double wall,
                           int level, const char *s, size_t n) {
   arbor_logfiles *lf = f->lf;
   size_t room = line_room(f, s, n);
   if (lf->pending + room > lf->max_pending || reserve(f, room + 96) < 0) {
-    f->dropped++;
+    f->dropped++; /* told by a marker, at the next line or flush */
     e->log_lines_dropped++;
     if (lf->failing) lf->failed_lines++;
+    mark_dirty(lf, f);
     return;
   }
   put_marker(f, wall);
   put_line(f, wall, level, s, n);
   lf->pending += room;
+  lf->buffered += room;
   mark_dirty(lf, f);
-  if (lf->pending >= lf->early && !lf->kicked) { /* flush early */
-    lf->kicked = 1;
-    uv_timer_start(&lf->timer, on_tick, 0, lf->interval_ms);
+  if (lf->buffered >= lf->early) kick(lf);
+}
+
+int arbor_logfile_full(const arbor_logfile *f) {
+  const arbor_logfiles *lf = f->lf;
+  return f->len >= lf->file_cap || lf->pending >= lf->pause_at;
+}
+
+/* Puts w on the list at head. */
+static void push_waiter(arbor_logfile_waiter **head, arbor_logfile_waiter *w) {
+  w->head = head;
+  w->prev = NULL;
+  w->next = *head;
+  if (*head) (*head)->prev = w;
+  *head = w;
+}
+
+void arbor_logfile_wait(arbor_logfiles *lf, arbor_logfile_waiter *w) {
+  if (w->head) return;
+  push_waiter(&lf->waiters, w);
+  kick(lf);
+}
+
+void arbor_logfile_unwait(arbor_logfile_waiter *w) {
+  if (!w->head) return;
+  if (w->prev) w->prev->next = w->next;
+  else *w->head = w->next;
+  if (w->next) w->next->prev = w->prev;
+  w->head = NULL;
+  w->next = w->prev = NULL;
+}
+
+/* Lines moved on: every waiter is resumed, one at a time (one still full
+   waits again; one that a resume made stop waiting is not called). */
+static void resume_waiters(arbor_logfiles *lf) {
+  while (lf->waiters) {
+    arbor_logfile_waiter *w = lf->waiters;
+    arbor_logfile_unwait(w);
+    push_waiter(&lf->resuming, w);
+  }
+  while (lf->resuming) {
+    arbor_logfile_waiter *w = lf->resuming;
+    arbor_logfile_unwait(w);
+    w->resume(w);
   }
 }
 
@@ -466,7 +547,7 @@ static void collect(arbor_logfiles *lf) {
   arbor_engine *e = lf->e;
   char msg[PATH_MAX + NAME_MAX + 256];
   int failed = 0;
-  double wall = e->wall0 + arbor_engine_step_time(e);
+  double wall = wall_now();
   for (size_t i = 0; i < lf->nbatch; i++) {
     item *it = &lf->batch[i];
     arbor_logfile *f = it->f;
@@ -475,7 +556,10 @@ static void collect(arbor_logfiles *lf) {
     if (it->err) {
       uint64_t told, lost = lost_lines(it, &told);
       e->log_lines_dropped += lost;
-      if (!f->released && !lf->closing) prepend_marker(f, lost + told, wall);
+      if (!f->released && !lf->closing) {
+        prepend_marker(f, lost + told, wall);
+        mark_dirty(lf, f); /* retried at the next flush */
+      }
       if (it->kind) { /* refused: told once for this file */
         f->refused_lines += lost;
         if (!f->refused) {
@@ -529,7 +613,9 @@ static void collect(arbor_logfiles *lf) {
   }
 }
 
-/* Takes the dirty files' buffers into the batch. 0 when there was none. */
+/* Takes the dirty files' buffers into the batch, each with the marker of
+   the lines dropped after its last one (so a burst's end is told though
+   its DN logs no more). 0 when there was none. */
 static int take(arbor_logfiles *lf) {
   size_t n = 0;
   for (arbor_logfile *f = lf->dirty; f; f = f->next_dirty) n++;
@@ -540,12 +626,18 @@ static int take(arbor_logfiles *lf) {
     lf->batch = b;
     lf->batch_cap = n;
   }
+  double wall = wall_now();
   arbor_logfile *f = lf->dirty;
   lf->dirty = NULL;
   lf->nbatch = 0;
-  for (; f; f = f->next_dirty) {
+  for (arbor_logfile *next; f; f = next) {
+    next = f->next_dirty;
     f->dirty = 0;
-    if (f->len == 0) continue;
+    if (f->dropped) put_marker(f, wall); /* a DN gone too: at stop */
+    if (f->len == 0) {
+      if (f->released && !f->busy) free_file(lf, f);
+      continue;
+    }
     item *it = &lf->batch[lf->nbatch++];
     memset(it, 0, sizeof *it);
     it->f = f;
@@ -553,6 +645,7 @@ static int take(arbor_logfiles *lf) {
     it->len = f->len;
     memcpy(it->marks, f->marks, sizeof it->marks);
     it->nmarks = f->nmarks;
+    lf->buffered -= f->len;
     f->buf = NULL;
     f->len = f->cap = 0;
     f->nmarks = 0;
@@ -561,31 +654,55 @@ static int take(arbor_logfiles *lf) {
   return lf->nbatch > 0;
 }
 
-void arbor_logfiles_flush(arbor_engine *e) {
-  arbor_logfiles *lf = e->logfiles;
-  if (!lf) return;
+/* The writer's state (under the lock). */
+static int state_of(arbor_logfiles *lf) {
   uv_mutex_lock(&lf->mu);
   int st = lf->state;
   uv_mutex_unlock(&lf->mu);
-  if (st == B_QUEUED) return; /* the writer is busy: next time */
+  return st;
+}
+
+/* Sets the writer's state; B_QUEUED wakes it. */
+static void set_state(arbor_logfiles *lf, int st) {
+  uv_mutex_lock(&lf->mu);
+  lf->state = st;
+  if (st == B_QUEUED) uv_cond_signal(&lf->cv);
+  uv_mutex_unlock(&lf->mu);
+}
+
+/* Collects what the writer is done with and hands it the buffers, when it
+   is idle; force: even when few lines wait. */
+static void move_on(arbor_logfiles *lf, int force) {
+  int st = state_of(lf);
+  if (st == B_QUEUED) return; /* the writer is busy: it wakes us */
   if (st == B_DONE) {
     collect(lf);
-    lf->state = B_IDLE;
+    set_state(lf, B_IDLE);
   }
-  if (!take(lf)) return;
-  uv_mutex_lock(&lf->mu);
-  lf->state = B_QUEUED;
-  uv_cond_signal(&lf->cv);
-  uv_mutex_unlock(&lf->mu);
+  if (!force && lf->buffered < lf->early && !lf->waiters) return;
+  if (take(lf)) set_state(lf, B_QUEUED);
+}
+
+void arbor_logfiles_flush(arbor_engine *e) {
+  if (e->logfiles) move_on(e->logfiles, 1);
 }
 
 static void on_tick(uv_timer_t *t) {
   arbor_logfiles *lf = t->data;
   if (lf->kicked) {
     lf->kicked = 0;
-    uv_timer_start(&lf->timer, on_tick, lf->interval_ms, lf->interval_ms);
+    uv_timer_start(lf->timer, on_tick, lf->interval_ms, lf->interval_ms);
   }
-  arbor_logfiles_flush(lf->e);
+  move_on(lf, 1);
+  resume_waiters(lf);
+}
+
+/* The writer is done with a batch: the next one goes at once when lines
+   wait (a pipe waits on them, or more than a little is buffered). */
+static void on_written(uv_async_t *h) {
+  arbor_logfiles *lf = h->data;
+  move_on(lf, 0);
+  resume_waiters(lf);
 }
 
 static void report_stderr(arbor_engine *e, int level, const char *text) {
@@ -594,7 +711,7 @@ static void report_stderr(arbor_engine *e, int level, const char *text) {
   fprintf(stderr, "arbor: %s\n", text);
 }
 
-static void on_timer_closed(uv_handle_t *h) { free(h->data); }
+static void on_handle_closed(uv_handle_t *h) { free(h); }
 
 /* A root arbor writes only in a directory that root owns and that neither
    its group nor others may write (as logrotate refuses insecure parents):
@@ -654,79 +771,153 @@ int arbor_logfiles_open(arbor_engine *e, const arbor_logfile_opts *o,
   lf->keep = o->keep;
   lf->max_pending = o->max_pending ? o->max_pending : 8u << 20;
   lf->early = lf->max_pending / 8;
+  lf->file_cap = lf->max_pending / 8;
+  lf->pause_at = lf->max_pending / 2;
   lf->interval_ms = o->interval > 0 ? (uint64_t)(o->interval * 1000) : 1000;
   if (!lf->interval_ms) lf->interval_ms = 1;
   lf->report = o->report;
   lf->ts_sec = -1;
-  if (uv_mutex_init(&lf->mu) != 0) goto fail;
+  lf->timer = malloc(sizeof *lf->timer);
+  lf->async = malloc(sizeof *lf->async);
+  if (!lf->timer || !lf->async) goto fail;
+  if (uv_async_init(loop, lf->async, on_written) != 0) goto fail;
+  lf->async->data = lf;
+  uv_unref((uv_handle_t *)lf->async);
+  if (uv_mutex_init(&lf->mu) != 0) goto fail_async;
   if (uv_cond_init(&lf->cv) != 0) {
     uv_mutex_destroy(&lf->mu);
-    goto fail;
+    goto fail_async;
   }
   if (uv_thread_create(&lf->thread, writer_main, lf) != 0) {
     uv_cond_destroy(&lf->cv);
     uv_mutex_destroy(&lf->mu);
-    goto fail;
+    goto fail_async;
   }
-  uv_timer_init(loop, &lf->timer);
-  lf->timer.data = lf;
-  uv_timer_start(&lf->timer, on_tick, lf->interval_ms, lf->interval_ms);
-  uv_unref((uv_handle_t *)&lf->timer);
+  uv_timer_init(loop, lf->timer);
+  lf->timer->data = lf;
+  uv_timer_start(lf->timer, on_tick, lf->interval_ms, lf->interval_ms);
+  uv_unref((uv_handle_t *)lf->timer);
   e->logfiles = lf;
   return 0;
+fail_async:
+  uv_close((uv_handle_t *)lf->async, on_handle_closed);
+  lf->async = NULL;
 fail:
   close(dirfd);
+  free(lf->timer);
+  free(lf->async);
   free(lf->dir);
   free(lf);
   return -ENOMEM;
 }
 
-/* Waits until the writer is done with its batch, and collects what it
-   reports. */
-static void wait_writer(arbor_logfiles *lf) {
-  uv_mutex_lock(&lf->mu);
-  while (lf->state == B_QUEUED) uv_cond_wait(&lf->cv, &lf->mu);
-  uv_mutex_unlock(&lf->mu);
-  if (lf->state == B_DONE) {
-    collect(lf);
-    lf->state = B_IDLE;
+/* Lines in buf (len bytes) that are not marker lines, plus those its
+   markers tell. */
+static uint64_t lines_in(const char *buf, size_t len, const mark *marks,
+                         unsigned nmarks) {
+  uint64_t n = 0;
+  for (const char *q = buf, *end = buf + len;
+       q < end && (q = memchr(q, '\n', (size_t)(end - q))); q++)
+    n++;
+  for (unsigned i = 0; i < nmarks; i++) n += marks[i].n - 1; /* its line */
+  return n;
+}
+
+/* The lines logged that are not written yet: the batch's (the writer may
+   be writing them: only read here) and the buffers'. */
+static uint64_t unwritten(const arbor_logfiles *lf, int batch) {
+  uint64_t n = 0;
+  for (size_t i = 0; batch && i < lf->nbatch; i++) {
+    const item *it = &lf->batch[i];
+    n += lines_in(it->buf, it->len, it->marks, it->nmarks);
   }
+  for (const arbor_logfile *f = lf->all; f; f = f->next)
+    n += lines_in(f->buf, f->len, f->marks, f->nmarks) + f->dropped;
+  return n;
+}
+
+/* Waits until the writer is done with its batch, up to deadline
+   (uv_hrtime), and collects what it reports. Returns 0, or -1 when it is
+   still busy at the deadline: then, when abandon is set, the writer is
+   left to itself (the loop touches lf no more). */
+static int wait_writer(arbor_logfiles *lf, uint64_t deadline, int abandon) {
+  uv_mutex_lock(&lf->mu);
+  while (lf->state == B_QUEUED) {
+    uint64_t now = uv_hrtime();
+    if (now < deadline) {
+      uv_cond_timedwait(&lf->cv, &lf->mu, deadline - now);
+      continue;
+    }
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "log files: the writer did not finish within %d s (a hung "
+             "disk or mount?): %llu lines not written",
+             ARBOR_LOG_WAIT, (unsigned long long)unwritten(lf, 1));
+    void (*report)(arbor_engine *, int, const char *) = lf->report;
+    arbor_engine *e = lf->e;
+    if (abandon) lf->abandoned = 1; /* lf is the writer's from now on */
+    uv_mutex_unlock(&lf->mu);
+    if (report) report(e, ARBOR_LOG_ERROR, msg);
+    return -1;
+  }
+  int done = lf->state == B_DONE;
+  if (done) lf->state = B_IDLE;
+  uv_mutex_unlock(&lf->mu);
+  if (done) collect(lf);
+  return 0;
 }
 
 void arbor_logfiles_sync(arbor_engine *e) {
   arbor_logfiles *lf = e->logfiles;
   if (!lf) return;
+  uint64_t deadline = uv_hrtime() + (uint64_t)ARBOR_LOG_WAIT * 1000000000u;
   for (;;) {
-    wait_writer(lf);
+    if (wait_writer(lf, deadline, 0) < 0) return; /* the exec ends it */
     if (!take(lf)) return;
-    uv_mutex_lock(&lf->mu);
-    lf->state = B_QUEUED;
-    uv_cond_signal(&lf->cv);
-    uv_mutex_unlock(&lf->mu);
+    set_state(lf, B_QUEUED);
   }
+}
+
+/* Frees the files and the writer's state (the writer has returned, or it
+   frees them itself once abandoned). */
+static void free_all(arbor_logfiles *lf) {
+  for (size_t i = 0; i < lf->nbatch; i++) free(lf->batch[i].buf);
+  while (lf->all) free_file(lf, lf->all);
+  uv_cond_destroy(&lf->cv);
+  uv_mutex_destroy(&lf->mu);
+  free(lf->batch);
+  free(lf->dir);
+  close(lf->dirfd);
+  free(lf);
 }
 
 void arbor_logfiles_close(arbor_engine *e) {
   arbor_logfiles *lf = e->logfiles;
   if (!lf) return;
+  uv_thread_t writer = lf->thread;
+  uint64_t deadline = uv_hrtime() + (uint64_t)ARBOR_LOG_WAIT * 1000000000u;
   /* the tree may be gone: what collect says goes to stderr */
   lf->report = report_stderr;
   lf->closing = 1;
-  wait_writer(lf);
-  int more = take(lf);
+  e->logfiles = NULL;
+  while (lf->waiters) arbor_logfile_unwait(lf->waiters);
+  while (lf->resuming) arbor_logfile_unwait(lf->resuming);
+  uv_close((uv_handle_t *)lf->timer, on_handle_closed);
+  uv_close((uv_handle_t *)lf->async, on_handle_closed);
+  int ok = wait_writer(lf, deadline, 1) == 0;
+  if (ok && take(lf)) {
+    set_state(lf, B_QUEUED);
+    ok = wait_writer(lf, deadline, 1) == 0;
+  }
+  if (!ok) { /* the writer frees everything when (if ever) it returns */
+    pthread_detach((pthread_t)writer);
+    return;
+  }
   uv_mutex_lock(&lf->mu);
-  if (more) lf->state = B_QUEUED;
   lf->quit = 1;
   uv_cond_signal(&lf->cv);
   uv_mutex_unlock(&lf->mu);
   uv_thread_join(&lf->thread);
-  e->logfiles = NULL;
-  if (lf->state == B_DONE) collect(lf);
-  uv_cond_destroy(&lf->cv);
-  uv_mutex_destroy(&lf->mu);
-  while (lf->all) free_file(lf, lf->all);
-  free(lf->batch);
-  free(lf->dir);
-  close(lf->dirfd);
-  uv_close((uv_handle_t *)&lf->timer, on_timer_closed);
+  lf->nbatch = 0;
+  free_all(lf);
 }

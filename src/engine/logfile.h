@@ -24,6 +24,18 @@
 typedef struct arbor_logfiles arbor_logfiles;
 typedef struct arbor_logfile arbor_logfile;
 
+/* Seconds the stop and a reexec wait for the writer thread, at most: past
+   them the lines not written are told on stderr and arbor goes on. */
+#define ARBOR_LOG_WAIT 5
+
+/* A writer of lines that can wait (a process's pipe, stopped from being
+   read): resume is called once, on the loop, when lines moved on. */
+typedef struct arbor_logfile_waiter {
+  void (*resume)(struct arbor_logfile_waiter *w);
+  struct arbor_logfile_waiter *next, *prev;
+  struct arbor_logfile_waiter **head; /* the list it is on, or NULL */
+} arbor_logfile_waiter;
+
 typedef struct arbor_logfile_opts {
   const char *dir;
   uint64_t max_bytes;  /* a file is rotated before it passes this size */
@@ -50,15 +62,24 @@ arbor_logfile *arbor_logfile_new(arbor_logfiles *lf, const char *dn,
    system call. */
 void arbor_logfile_append(arbor_engine *e, arbor_logfile *f, double wall,
                           int level, const char *s, size_t n);
+/* 1 when a writer that can wait should: f's buffer holds as much as one
+   file may (1/8 of max_pending), or all files half of max_pending. Lines
+   appended anyway are dropped only past max_pending. */
+int arbor_logfile_full(const arbor_logfile *f);
+/* w waits (once) until the writer thread took or wrote lines. */
+void arbor_logfile_wait(arbor_logfiles *lf, arbor_logfile_waiter *w);
+/* w waits no more (it may not be waiting). */
+void arbor_logfile_unwait(arbor_logfile_waiter *w);
 /* f's owner is gone: f is freed once its lines are written. */
 void arbor_logfile_release(arbor_logfiles *lf, arbor_logfile *f);
 /* Hands what is buffered to the writer now (unless it is busy). */
 void arbor_logfiles_flush(arbor_engine *e);
-/* Writes what is buffered (waiting for the writer), stops the writer and
-   frees everything once the timer is closed. e->logfiles becomes NULL. */
+/* Writes what is buffered (waiting for the writer up to ARBOR_LOG_WAIT
+   seconds, then abandoning it), stops the writer and frees everything;
+   what fails is told on stderr. e->logfiles becomes NULL. */
 void arbor_logfiles_close(arbor_engine *e);
-/* Waits until every line logged so far is written (before a reexec: the
-   writer thread does not cross the exec). */
+/* Waits until every line logged so far is written, up to ARBOR_LOG_WAIT
+   seconds (before a reexec: the writer thread does not cross the exec). */
 void arbor_logfiles_sync(arbor_engine *e);
 
 #endif

@@ -190,6 +190,22 @@ static int l_log_parse(lua_State *L) {
   return 0;
 }
 
+/* core.log_overflow(ctx, how): what the node's process output does when
+   its log file under --log-dir is full: "block" (or nil: its pipes are
+   not read, its processes wait) or "drop" (lines dropped and counted). */
+static int l_log_overflow(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  const char *how = luaL_optstring(L, 2, "block");
+  int drop = strcmp(how, "drop") == 0;
+  if (!drop && strcmp(how, "block") != 0)
+    return arbor_dn_error(L, pn, "option 'log_overflow' must be \"block\" or "
+                          "\"drop\", got %s", how);
+  arbor_logs *lg = arbor_engine_logs(pn);
+  if (!lg) return luaL_error(L, "out of memory");
+  lg->drop = (uint8_t)drop;
+  return 0;
+}
+
 /* Reports a log file's error (once) and its end: on stderr, and as a line
    of the root's log. */
 static void report(arbor_engine *e, int level, const char *text) {
@@ -274,6 +290,7 @@ static int l_wall0(lua_State *L) {
 static const luaL_Reg funcs[] = {
     {"wall0", l_wall0},
     {"log_parse", l_log_parse},   {"log_files", l_log_files},
+    {"log_overflow", l_log_overflow},
     {"log_flush", l_log_flush},   {"log_close", l_log_close},
     {"log_sync", l_log_sync},
     {"log_dropped", l_log_dropped}, {NULL, NULL},
