@@ -222,6 +222,60 @@ end]], "--quiet --control " .. q(sock) .. " --log-dir " .. q(dir .. "/logs"))
   end)
 end)
 
+describe("times after a step of the wall clock", function()
+  -- The wall clock at each line, event and exit, not the start's wall
+  -- clock plus the monotonic one: that is off after a clock step, a
+  -- suspend, a reexec. spec/e2e/fake_clock.c steps arbor's wall clock.
+  it("are the wall clock's of that moment: log lines, events, metric timestamps", function()
+    local shim = bin:gsub("[^/]*$", "") .. "fake_clock.so"
+    local dir = mktemp()
+    local sock, clock = dir .. "/ctl.sock", dir .. "/clock"
+    write(clock, "0")
+    local step = 10 * 365 * 86400 -- ten years on
+    local preload = ((os.getenv("LD_PRELOAD") or "") .. " " .. shim):gsub("^ ", "")
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  ctx:run("svc", arbor.exec({"sh", "-c", "sleep 0.3; exit 1"}))
+  ctx:signal("healthy")
+  local i = 0
+  while true do
+    i = i + 1
+    ctx:log("tick " .. i)
+    ctx:sleep(0.1)
+  end
+end]], "--control " .. q(sock) .. " --log-format json --log-dir " .. q(dir .. "/logs"),
+      "FAKE_CLOCK_FILE=" .. q(clock) .. " LD_PRELOAD=" .. q(preload))
+    local function day(t) return os.date("!%Y-%m-%d", t) end
+    assert.is_true(eventually(function() return (read(dir .. "/logs/root.log") or ""):find("tick 2", 1, true) end))
+    local t = os.time()
+    write(clock .. ".tmp", tostring(step))
+    os.rename(clock .. ".tmp", clock)
+    local want = {[day(t + step - 86400)] = true, [day(t + step)] = true, [day(t + step + 86400)] = true}
+    -- a line logged after the step
+    assert.is_true(eventually(function()
+      local text = read(dir .. "/logs/root.log") or ""
+      local last = text:match("([^\n]+)\n$") or ""
+      return want[last:sub(1, 10)]
+    end), "no log line at the stepped wall clock: " .. ((read(dir .. "/logs/root.log") or ""):match("[^\n]+\n$") or ""))
+    -- an event after the step (root.svc exits every 0.3 s), on stderr
+    assert.is_true(eventually(function()
+      for l in (read(a.out) or ""):gmatch("[^\n]+") do
+        local ok, obj = pcall(cjson.decode, l)
+        if ok and obj.dn == "root.svc" and obj.kind == "state" and want[obj.time:sub(1, 10)] then return true end
+      end
+    end), "no event at the stepped wall clock")
+    -- the last exit's timestamp, in the metrics
+    assert.is_true(eventually(function()
+      local _, out = sh(bin .. " ctl " .. q(sock) .. " metrics")
+      local v = tonumber(out:match('arbor_node_last_exit_timestamp_seconds{dn="root.svc"} (%S+)'))
+      return v and math.abs(v - (t + step)) < 86400
+    end), "no exit timestamp at the stepped wall clock")
+    sh(bin .. " ctl " .. q(sock) .. " shutdown")
+    assert.equal(0, finished(a))
+  end)
+end)
+
 describe("a log file that cannot be written", function()
   -- Each of these made arbor die of SIGSEGV at stop: the failure of the
   -- last write was reported into the root's log after the tree was freed.

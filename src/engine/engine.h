@@ -85,7 +85,8 @@ enum { ARBOR_PARSE_NONE = 0, ARBOR_PARSE_KLOG, ARBOR_PARSE_FN };
 /* One line of a node's in-memory log. */
 typedef struct arbor_log_line {
   arbor_str *line;
-  double time;     /* engine time; wall-clock: e->wall0 + time */
+  double time;     /* engine time */
+  double wall;     /* the wall clock when it was logged (CLOCK_REALTIME) */
   uint64_t seq;    /* the engine's line count: orders lines across nodes */
   uint16_t sub;    /* 0: the node's own; else its sub-logger subs[sub - 1] */
   uint8_t level;   /* ARBOR_LOG_* */
@@ -177,6 +178,7 @@ typedef struct pnode {
   double shutdown;     /* seconds a canceled incarnation has to exit */
   double started;      /* engine time the incarnation started */
   double exited;       /* engine time it exited */
+  double exited_wall;  /* and the wall clock then (metrics), or 0 */
   arbor_timer wake;    /* sleep, or a delayed restart */
   struct pnode *ready_next;
   pnode_stop *stop;    /* NULL until first stopped */
@@ -185,6 +187,7 @@ typedef struct pnode {
                                 at the first child that needs one */
   arbor_str *error, *trace;
   double healthy_at;   /* engine time the incarnation became HEALTHY, or -1 */
+  double healthy_wall; /* and the wall clock then (metrics), or 0 */
   pnode_hist *failures; /* failure history, lazily allocated */
   pnode_counts *counts; /* state changes, lazily allocated (metrics.c) */
   arbor_logs *logs;    /* lazily allocated */
@@ -310,7 +313,9 @@ struct arbor_engine {
                                  `logs -f` follower */
   struct arbor_logfiles *logfiles; /* --log-dir, or NULL (logfile.c) */
   double wall0;           /* wall-clock seconds at engine time 0 (0 under the
-                             virtual clock): timestamps for people */
+                             virtual clock); times for people are read from
+                             the wall clock when they happen (clock.c's
+                             arbor__wall), this only estimates older ones */
   double budget;          /* seconds a policy or subscriber may run */
   int policy_ev_ref;      /* the reused policy event table */
   struct pnode *ev_pn;   /* the node it describes, during its call */

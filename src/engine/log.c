@@ -138,7 +138,7 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
   arbor_logs *lg = arbor_engine_logs(pn);
   if (!lg) return;
   if (sub > lg->nsubs) sub = 0;
-  double now = arbor__step_time(e);
+  double now = arbor__step_time(e), wall = arbor__wall(e);
   if (lg->cap) {
     if (!lg->ring) {
       lg->ring = calloc(lg->cap, sizeof *lg->ring);
@@ -154,6 +154,7 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
     arbor_log_line *l = &lg->ring[idx];
     l->line = arbor_str_ref(line);
     l->time = now;
+    l->wall = wall;
     l->seq = ++e->log_seq;
     l->sub = (uint16_t)sub;
     l->level = (uint8_t)level;
@@ -162,7 +163,7 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
   }
   if (e->logfiles) {
     arbor_logfile *f = file_of(e, pn, lg, sub);
-    if (f) arbor_logfile_append(e, f, e->wall0 + now, level, line->s, line->len);
+    if (f) arbor_logfile_append(e, f, wall, level, line->s, line->len);
   }
   if (e->log_ref != LUA_NOREF) {
     lua_State *L = e->L;
@@ -176,7 +177,7 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
     lua_pushlstring(L, line->s, line->len);
     lua_pushnumber(L, now);
     lua_pushstring(L, level_names[level & 3]);
-    lua_pushnumber(L, e->wall0 + now);
+    lua_pushnumber(L, wall);
     arbor__call_budget(e, L, 5); /* user code: bounded like a policy */
     lua_pop(L, 1);
   }

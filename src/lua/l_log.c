@@ -136,7 +136,7 @@ static int l_logs(lua_State *L) {
     lua_createtable(L, 0, 6);
     lua_pushnumber(L, l->time);
     lua_setfield(L, -2, "time");
-    lua_pushnumber(L, e->wall0 + l->time);
+    lua_pushnumber(L, l->wall);
     lua_setfield(L, -2, "wall");
     lua_pushlstring(L, l->line->s, l->line->len);
     lua_setfield(L, -2, "line");

@@ -166,8 +166,8 @@ typedef struct entry {
   uint32_t state[NSTATES]; /* nodes in each state */
   uint64_t tr[NSTATES][NSTATES];
   uint64_t restarts;
-  double last_exit;    /* engine time of the latest exit, or -1 */
-  double up_since;     /* engine time it became HEALTHY, or -1 */
+  double last_exit;    /* wall clock of the latest exit, or -1 */
+  double up_since;     /* wall clock when it became HEALTHY, or -1 */
   int procs;           /* it has process groups: the two below are read */
   unsigned long long ticks, pages; /* its processes' CPU and memory */
 } entry;
@@ -207,8 +207,16 @@ static void note_groups(series *s, size_t i, const pnode *pn) {
   }
 }
 
+/* The wall clock of engine time t (an exit, a HEALTHY): wall, read when
+   it happened, or (0: a state a reexec carried over) an estimate from the
+   start's wall clock. */
+static double wall_of(const arbor_engine *e, double t, double wall) {
+  return wall > 0 ? wall : e->wall0 + t;
+}
+
 /* Adds pn's figures to en (a node's own series, or its folded subtree). */
 static void gather(series *s, entry *en, const pnode *pn) {
+  const arbor_engine *e = pn_engine(pn);
   note_groups(s, (size_t)(en - s->v), pn);
   en->state[pn->n.state]++;
   for (int f = 0; f < NSTATES; f++)
@@ -216,7 +224,8 @@ static void gather(series *s, entry *en, const pnode *pn) {
       en->tr[f][to] += arbor_metrics_transitions(pn, (arbor_state)f,
                                                  (arbor_state)to);
   en->restarts += pn->restarts;
-  if (exited_once(pn) && pn->exited > en->last_exit) en->last_exit = pn->exited;
+  if (exited_once(pn) && wall_of(e, pn->exited, pn->exited_wall) > en->last_exit)
+    en->last_exit = wall_of(e, pn->exited, pn->exited_wall);
 }
 
 static entry *new_entry(series *s, const arbor_node *n, int folded) {
@@ -285,7 +294,7 @@ static void collect(arbor_engine *e, size_t max, series *s) {
     entry *en = new_entry(s, n, 0);
     gather(s, en, pn);
     if (n->state == ARBOR_HEALTHY && pn->healthy_at >= 0)
-      en->up_since = pn->healthy_at;
+      en->up_since = wall_of(e, pn->healthy_at, pn->healthy_wall);
     if (n->first && d == cut) { /* fold everything below n */
       entry *fold = new_entry(s, n, 1);
       arbor_node *m = n->first;
@@ -373,7 +382,6 @@ static void start(text *t, const char *name, size_t nlen, const entry *en,
 #define START(t, lit, en, len) start(t, lit, sizeof lit - 1, en, len)
 
 static void node_series(text *t, arbor_engine *e, int om, const series *s) {
-  double wall0 = e->wall0;
   init_states();
   family(t, om, "arbor_node_state", "gauge",
          "Nodes in each state: 1 for a node's current state, 0 for the "
@@ -420,7 +428,7 @@ static void node_series(text *t, arbor_engine *e, int om, const series *s) {
     if (s->v[i].last_exit < 0) continue;
     START(t, "arbor_node_last_exit_timestamp_seconds", &s->v[i], 32);
     CPY(t, "\"} ");
-    millis(t, wall0 + s->v[i].last_exit);
+    millis(t, s->v[i].last_exit);
     CPY(t, "\n");
   }
   if (s->ng) {
@@ -453,7 +461,7 @@ static void node_series(text *t, arbor_engine *e, int om, const series *s) {
     if (s->v[i].up_since < 0) continue;
     START(t, "arbor_node_up_since_timestamp_seconds", &s->v[i], 32);
     CPY(t, "\"} ");
-    millis(t, wall0 + s->v[i].up_since);
+    millis(t, s->v[i].up_since);
     CPY(t, "\n");
   }
 }
