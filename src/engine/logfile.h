@@ -5,10 +5,12 @@
  * memcpy); a timer hands the buffers to a writer thread every interval,
  * which appends them to the files and rotates them (rename-based: .log
  * becomes .log.1, .1 becomes .2, ... up to keep). What the buffers may hold
- * is bounded: past the bound lines are dropped and counted, and the file
- * gets a marker line "... N lines dropped". A failed write (a full disk)
- * drops its lines the same way, is reported once and retried at the next
- * flush; nothing stops the tree. Only regular files are written: a link,
+ * is bounded: a writer that can wait (a process's pipe, proc/outlet.c)
+ * waits once its file is full (arbor_logfile_full, arbor_logfile_wait);
+ * past the bound lines are dropped and counted, and the file gets a marker
+ * line "... N lines dropped" (at the next line, or flush). A failed write
+ * (a full disk) drops its lines the same way, is reported once and retried
+ * at the next flush; nothing stops the tree. Only regular files are written: a link,
  * FIFO, directory or device at a file's place is refused (reported once,
  * its lines dropped and counted). A DN too long for a file name gets a cut
  * name and a hash (core/logname.h).
