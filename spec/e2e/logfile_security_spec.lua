@@ -251,7 +251,10 @@ describe("log files: a hung file system", function()
   end)
 
   local FOREVER = [[
+local arbor = require "arbor"
 return function(ctx)
+  -- a process that writes as fast as it can: its pipe waits, then
+  ctx:run("flood", arbor.exec({"yes", "a line of output"}))
   ctx:signal("healthy")
   local i = 0
   while true do

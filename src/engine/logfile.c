@@ -395,10 +395,12 @@ static void push_waiter(arbor_logfile_waiter **head, arbor_logfile_waiter *w) {
   *head = w;
 }
 
+/* (No kick: a file full of buffered lines kicked when it filled, and one
+   waiting for the writer is resumed when the writer is done; a kick here
+   would spin the loop while the writer hangs.) */
 void arbor_logfile_wait(arbor_logfiles *lf, arbor_logfile_waiter *w) {
   if (w->head) return;
   push_waiter(&lf->waiters, w);
-  kick(lf);
 }
 
 void arbor_logfile_unwait(arbor_logfile_waiter *w) {

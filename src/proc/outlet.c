@@ -269,11 +269,14 @@ static void o_on_close(uv_handle_t *h) {
   if (--o->handles == 0) free(o);
 }
 
-/* Closes an outlet's pipes; it is freed once libuv let them go. */
+/* Closes an outlet's pipes; it is freed once libuv let them go. What it
+   read and did not log goes with them, as what is still in the pipes does
+   (its node is gone, or its engine). */
 static void o_shut(arbor_outlet *o) {
   arbor_engine_log_unwait(&o->wait);
-  o_unstash(o, 0);
   for (int i = 0; i < 2; i++) {
+    free(o->stash[i]);
+    o->stash[i] = NULL;
     close(o->w[i]);
     uv_close((uv_handle_t *)&o->r[i], o_on_close);
   }
