@@ -187,6 +187,33 @@ end]]
     assert.equal(1000000, i)
   end)
 
+  it("delivers every line of both streams of several processes flooding at once", function()
+    local dir = mktemp()
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  for _, name in ipairs{"a", "b", "c"} do
+    ctx:run(name, arbor.exec({"sh", "-c", "seq 1 200000 >&2 & seq 1 200000; wait"}, {oneshot = true}))
+  end
+  ctx:signal("healthy")
+  while arbor.node("root.a").state ~= "DONE" or arbor.node("root.b").state ~= "DONE"
+      or arbor.node("root.c").state ~= "DONE" do
+    ctx:sleep(0.05)
+  end
+  arbor.stop()
+end]], "--quiet --no-control --log-max-bytes 1G --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a, 30000), read(a.out))
+    for _, name in ipairs{"a", "b", "c"} do
+      local next_of = {stdout = 1, stderr = 1}
+      for l in file_lines(dir .. "/logs/root." .. name .. ".log") do
+        local stream, n = l:match(" root%.%a: (%a+): (%d+)$")
+        if tonumber(n) ~= next_of[stream] then error(string.format("root.%s: %q", name, l)) end
+        next_of[stream] = next_of[stream] + 1
+      end
+      assert.same({stdout = 200001, stderr = 200001}, next_of)
+    end
+  end)
+
   it("drops with log_overflow = \"drop\", and every dropped line is told, the burst's end too", function()
     local dir = mktemp()
     local a = start(dir, SEQ:format(", log_overflow = \"drop\""), "--quiet --no-control --log-max-bytes 1G --log-dir "

@@ -255,11 +255,15 @@ static void o_resume(arbor_logfile_waiter *w) {
     uv_read_start((uv_stream_t *)&o->r[i], arbor__outlet_alloc, o_on_read);
 }
 
-/* The log file is full: o's pipes are not read until it took lines. */
+/* The log file is full: o's pipes are not read until it took lines (else,
+   with no log files to wait for, what o kept is logged now). */
 static void o_wait(arbor_outlet *o) {
   if (o->waiting) return;
   o->wait.resume = o_resume;
-  if (arbor_engine_log_wait(o->e, &o->wait) < 0) return;
+  if (arbor_engine_log_wait(o->e, &o->wait) < 0) {
+    o_unstash(o, 0);
+    return;
+  }
   o->waiting = 1;
   for (int i = 0; i < 2; i++) uv_read_stop((uv_stream_t *)&o->r[i]);
 }
@@ -292,9 +296,14 @@ static void o_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   arbor_outlet *o = s->data;
   int idx = s == (uv_stream_t *)&o->r[1] ? PROC_STDERR : PROC_STDOUT;
   if (nread > 0) {
-    size_t n = (size_t)nread, took = o_deliver(o, idx, buf->base, n, 1);
+    size_t n = (size_t)nread;
+    /* (a read while o waits, or with a stash, would pass what waits: it
+       is logged whole, behind it) */
+    int may_wait = !o->waiting && !o->stash[idx];
+    if (!may_wait) o_unstash(o, 0);
+    size_t took = o_deliver(o, idx, buf->base, n, may_wait);
     if (took < n) o_keep(o, idx, buf->base + took, n - took);
-    if (took < n || o_full(o)) o_wait(o);
+    if (may_wait && (took < n || o_full(o))) o_wait(o);
   } else if (nread < 0) { /* cannot happen while arbor holds a write end */
     uv_read_stop(s);
   }
