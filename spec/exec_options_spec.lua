@@ -76,6 +76,7 @@ describe("arbor.exec(argv, opts)", function()
       {{"true"}, "unknown option 'evry' (did you mean 'every'?)", {liveness = {probe = {"true"}, evry = 1}}},
       {{"true"}, "ready.probe must be a command (argv table), {tcp = \"host:port\"}, {http = url} or a function, got number",
         {ready = {probe = 3}}},
+      {{"true"}, "option 'log_overflow' must be \"block\" or \"drop\", got dropp", {log_overflow = "dropp"}},
     }
     for _, c in ipairs(cases) do
       local ok, err = pcall(arbor.exec, c[1], c[3])
@@ -88,10 +89,11 @@ describe("arbor.exec(argv, opts)", function()
     local r = arbor.exec({"true"}, {cwd = "/", env = {A = 1, B = false}, env_replace = false,
       uid = 0, gid = "root", umask = "022", stdin = "null", stop_signal = "HUP", grace = 2,
       ready = {probe = {tcp = "127.0.0.1:80"}, interval = 0.5, timeout = 2}, line_max = 100,
-      rlimits = {nofile = 64}, oneshot = false, watchdog = 5, min_uptime = 0,
+      rlimits = {nofile = 64}, log_overflow = "drop", oneshot = false, watchdog = 5, min_uptime = 0,
       ready_timeout = false, liveness = {probe = {http = "http://127.0.0.1:8080/health"},
       every = 5, failures = 2, timeout = 1}})
     assert.is_function(r)
+    assert.is_function(arbor.exec({"true"}, {log_overflow = "block"}))
     assert.is_function(arbor.exec({"true"}, {ready = "systemd", ready_timeout = 30,
       liveness = {probe = function() return true end}}))
   end)

@@ -4,7 +4,7 @@
 local M = {}
 
 --- Under `arbor run`: {quiet, control, script, default, http, log_dir,
--- log_max_bytes, log_keep, log_format, init, restore_fd}; under
+-- log_max_bytes, log_keep, log_mode, log_format, init, restore_fd}; under
 -- `arbor check` also check = true; nil elsewhere.
 M.options = nil
 
@@ -13,8 +13,8 @@ local first_failure -- the error of the root's first start, before HEALTHY
 local checked -- what arbor.run found under `arbor check`: {errors = n}
 
 --- setup(quiet, control, script, extra): called by the binary before the
--- script; extra: {http = "ADDR:PORT", log_dir, log_max_bytes, log_keep
--- (integers), log_format ("text" or "json"), check = true under
+-- script; extra: {http = "ADDR:PORT", log_dir, log_max_bytes, log_keep,
+-- log_mode (integers), log_format ("text" or "json"), check = true under
 -- `arbor check`, init = true under --init, restore_fd: the state's
 -- descriptor after `arbor ctl reexec`}.
 -- control: the socket path, false for none, nil for the default: then
@@ -40,7 +40,8 @@ function M.setup(quiet, control, script, extra)
   extra = extra or {}
   M.options = {quiet = quiet, control = control, script = script, default = default,
     http = extra.http, log_dir = extra.log_dir, log_format = extra.log_format,
-    log_max_bytes = extra.log_max_bytes, log_keep = extra.log_keep, init = extra.init,
+    log_max_bytes = extra.log_max_bytes, log_keep = extra.log_keep, log_mode = extra.log_mode,
+    init = extra.init,
     restore_fd = extra.restore_fd}
 end
 

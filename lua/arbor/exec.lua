@@ -22,7 +22,7 @@ local ready_modes = {spawn = 0, notify = 1, systemd = 2}
 
 local exec_options = {cwd = true, env = true, env_replace = true, uid = true,
   gid = true, umask = true, stdin = true, stop_signal = true, grace = true,
-  ready = true, line_max = true, rlimits = true, parse = true}
+  ready = true, line_max = true, rlimits = true, parse = true, log_overflow = true}
 
 -- arbor.exec's own, besides ctx:exec's
 local runnable_only = {oneshot = true, watchdog = true, liveness = true,
@@ -247,6 +247,12 @@ local function check_exec(opts, problems)
       core.cut(opts.parse))
   end
   spec.parse = opts.parse
+  -- a full log file (--log-dir): the output waits (its pipes are not read)
+  -- or is dropped and counted (docs/processes.md)
+  if opts.log_overflow ~= nil and opts.log_overflow ~= "block" and opts.log_overflow ~= "drop" then
+    bad(problems, "option 'log_overflow' must be \"block\" or \"drop\", got %s", core.cut(opts.log_overflow))
+  end
+  spec.log_overflow = opts.log_overflow or "block"
   spec.line_max = opts.line_max or 4096
   if math.type(spec.line_max) ~= "integer" or spec.line_max < 16 then
     bad(problems, "option 'line_max' must be an integer >= 16, got %s", core.cut(opts.line_max))
@@ -355,6 +361,7 @@ local function launch(ctx, argv, spec)
     file, argv = shim, shim_argv
   end
   core.log_parse(ctx, spec.parse)
+  core.log_overflow(ctx, spec.log_overflow)
   local proc, serr, scode = core.spawn(ctx, file, argv, env, spec.cwd, spec.uid,
     spec.gid, spec.umask, spec.stdin == "inherit", spec.ready, spec.stop_signal,
     spec.grace, spec.line_max, spec.watchdog)
@@ -645,6 +652,7 @@ local function restored(ctx, spec)
   local e = core.current()
   local rec, old = restore.take(ctx, e)
   if rec then
+    core.log_overflow(ctx, spec.log_overflow)
     local proc, err = core.adopt(ctx, rec, spec.stop_signal, spec.grace, spec.line_max)
     if proc then
       e:restored(ctx.dn, string.format("process %d taken over after a reexec", rec.pid))

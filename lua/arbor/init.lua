@@ -71,13 +71,13 @@ local run_options = {policy = true, default_policy = true, shutdown = true,
   log = true, on_event = true, quiet = true, runaway = true, control = true,
   auto_shutdown = true, stop = true, http = true, max_series = true,
   log_dir = true, log_max_bytes = true, log_keep = true, log_format = true,
-  log_flush = true}
+  log_flush = true, log_mode = true}
 
 -- The log options of arbor.run (or `arbor run`'s command line): checked,
 -- with their defaults (docs/observability.md, "Logs").
 local function log_options(opts, cli)
   local o = {}
-  for _, k in ipairs{"log_dir", "log_max_bytes", "log_keep", "log_format", "log_flush"} do
+  for _, k in ipairs{"log_dir", "log_max_bytes", "log_keep", "log_format", "log_flush", "log_mode"} do
     o[k] = opts[k]
     if o[k] == nil and cli then o[k] = cli[k] end
   end
@@ -93,6 +93,20 @@ local function log_options(opts, cli)
   end
   count("log_max_bytes", 1024, 10 * 1024 * 1024)
   count("log_keep", 0, 5)
+  if o.log_keep > 1000 then
+    error("arbor.run: option 'log_keep' must be an integer in 0-1000, got " .. tostring(o.log_keep), 3)
+  end
+  -- the files' mode: an integer or an octal string ("0640")
+  local mode = o.log_mode
+  if type(mode) == "string" and mode:match("^[0-7]+$") then mode = tonumber(mode, 8) end
+  if mode == nil then
+    o.log_mode = 6 * 64 + 4 * 8 -- 0640
+  elseif math.type(mode) ~= "integer" or mode < 0 or mode > 511 then
+    error("arbor.run: option 'log_mode' must be a file mode in 0-0777, as an octal string (\"0640\") "
+      .. "or an integer, got " .. tostring(o.log_mode), 3)
+  else
+    o.log_mode = mode
+  end
   if o.log_flush == nil then o.log_flush = 1 end
   if type(o.log_flush) ~= "number" or not (o.log_flush > 0 and o.log_flush <= 3600) then
     error("arbor.run: option 'log_flush' must be seconds in (0, 3600], got " .. tostring(o.log_flush), 3)
@@ -117,7 +131,8 @@ end
 -- path, false for none; under `arbor run` the default is
 -- docs/control-protocol.md's, elsewhere none), log_dir (write each DN's
 -- lines to <log_dir>/<dn>.log), log_max_bytes (rotate past this size,
--- default 10 MiB), log_keep (rotated files kept, default 5), log_flush
+-- default 10 MiB), log_keep (rotated files kept, default 5), log_mode (the
+-- files' mode, default "0640"), log_flush
 -- (seconds between writes, default 1), log_format ("text" or "json": how
 -- logs and events are printed on stderr); docs/observability.md, "Logs".
 function M.run(root, opts)
@@ -188,7 +203,7 @@ function M.run(root, opts)
   end)) or nil
   if logopts.log_dir then
     local ok, err = core.log_files(e, {dir = logopts.log_dir, max_bytes = logopts.log_max_bytes,
-      keep = logopts.log_keep, interval = logopts.log_flush})
+      keep = logopts.log_keep, interval = logopts.log_flush, mode = logopts.log_mode})
     if not ok then
       e:close()
       if cli then error(setmetatable({}, {__tostring = function() return "arbor: --log-dir: " .. err end})) end

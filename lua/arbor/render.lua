@@ -134,11 +134,12 @@ function M.rfc3339(wall)
 end
 
 --- event(ev [, wall0]) -> text: one event (or gap) of the ring or a
--- subscription; wall0 (wall-clock seconds at engine time 0): its time is
--- shown as a wall-clock time.
+-- subscription; with wall0 (wall-clock seconds at engine time 0, > 0 under
+-- the real clock) its time is shown as a wall-clock time: ev.wall, the wall
+-- clock when it happened, else (a gap) estimated from wall0.
 function M.event(ev, wall0)
   if wall0 and wall0 > 0 then
-    ev = setmetatable({time = ev.time + wall0}, {__index = ev})
+    ev = setmetatable({time = ev.wall or ev.time + wall0}, {__index = ev})
   end
   if ev.kind == "gap" then -- T14: the subscriber missed these
     return string.format("%s %-24s gap: %d event(s) missed (seq %d-%d)",
@@ -180,7 +181,7 @@ function M.json_event(ev, wall0)
   local json = require "arbor.json"
   local dead = ev.to == "DEAD" or ev.kind == "gap"
   local text = M.event(ev):gsub("^%s*[%d%.]+ ", "")
-  return json.encode{time = M.rfc3339((wall0 or 0) + ev.time), level = dead and "warn" or "info",
+  return json.encode{time = M.rfc3339(ev.wall or (wall0 or 0) + ev.time), level = dead and "warn" or "info",
     dn = ev.dn or "(events)", msg = (text:gsub("^%S+%s+", "", 1)), kind = ev.kind, from = ev.from,
     to = ev.to, reason = ev.reason}
 end

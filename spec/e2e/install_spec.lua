@@ -184,7 +184,10 @@ end
 
   it("completes commands, options and ctl commands", function()
     assert.same({"--help", "--version", "check", "ctl", "repl", "run"}, complete(""))
-    assert.same({"--control", "--help", "--init", "--no-control", "--quiet"}, complete("run", "--"))
+    assert.same({"--control", "--help", "--http", "--init", "--log-dir", "--log-format", "--log-keep",
+      "--log-max-bytes", "--log-mode", "--no-control", "--quiet"}, complete("run", "--"))
+    assert.same({"json", "text"}, complete("run", "--log-format", ""))
+    assert.same({"docs/examples/service.lua"}, complete("run", "--log-dir", "/tmp", "docs/examples/serv"))
     assert.same({"start", "status", "stop"}, complete("ctl", sock, "st"))
     assert.same({"--help", "--json", "--ready"}, complete("ctl", sock, "status", "-"))
     assert.same({"--budget", "--help", "--json"}, complete("ctl", sock, "eval", "-"))

@@ -23,14 +23,15 @@ local function lines(text)
   return out
 end
 
--- Starts arbor in the background on script (text) in dir with args; returns
--- {pid, out (stdout and stderr's file), rc (the exit status' file)}. The
--- test that starts it kills what is left of it when it ends, passed or not.
-local function start(dir, script, args)
+-- Starts arbor in the background on script (text) in dir with args (env:
+-- "K=V ..." set for it); returns {pid, out (stdout and stderr's file), rc
+-- (the exit status' file)}. The test that starts it kills what is left of
+-- it when it ends, passed or not.
+local function start(dir, script, args, env)
   write(dir .. "/tree.lua", script)
   local a = {pid = nil, out = dir .. "/out", rc = dir .. "/rc"}
-  os.execute(string.format("(%s run %s %s > %s 2>&1 & echo $! > %s/pid; wait $!; echo $? > %s.tmp; mv %s.tmp %s) &",
-    bin, args or "", q(dir .. "/tree.lua"), q(a.out), q(dir), q(a.rc), q(a.rc), q(a.rc)))
+  os.execute(string.format("(%s %s run %s %s > %s 2>&1 & echo $! > %s/pid; wait $!; echo $? > %s.tmp; mv %s.tmp %s) &",
+    env or "", bin, args or "", q(dir .. "/tree.lua"), q(a.out), q(dir), q(a.rc), q(a.rc), q(a.rc)))
   -- the shell makes the file before it writes the pid into it
   assert(eventually(function() return tonumber(read(dir .. "/pid") or "") end))
   a.pid = tonumber(read(dir .. "/pid"))
@@ -38,9 +39,25 @@ local function start(dir, script, args)
   return a
 end
 
-local function finished(a)
-  assert(eventually(function() return read(a.rc) end), "arbor did not exit")
+local function finished(a, tries)
+  assert(eventually(function() return read(a.rc) end, tries), "arbor did not exit")
   return tonumber(read(a.rc))
+end
+
+-- The lines of the file at path (an iterator that closes it).
+local function file_lines(path)
+  local f = assert(io.open(path))
+  return f:lines()
+end
+
+-- The lines a file's marker lines say were dropped, and its other lines.
+local function told_and_written(path)
+  local told, written = 0, 0
+  for l in file_lines(path) do
+    local n = l:match("^%S+ WARN  [%w.]+: %.%.%. (%d+) lines dropped$")
+    if n then told = told + tonumber(n) else written = written + 1 end
+  end
+  return told, written
 end
 
 describe("arbor run --log-dir", function()
@@ -145,17 +162,241 @@ end]], "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
   end)
 end)
 
+describe("log files under load", function()
+  -- 1M lines as fast as a program can write them: s6-log, svlogd and
+  -- supervisord deliver every one by blocking the writer on its pipe.
+  local SEQ = [[
+local arbor = require "arbor"
+return function(ctx)
+  ctx:run("w", arbor.exec({"seq", "1", "1000000"}, {oneshot = true%s}))
+  ctx:signal("healthy")
+  while arbor.node("root.w").state ~= "DONE" do ctx:sleep(0.05) end
+  arbor.stop()
+end]]
+
+  it("delivers every line of a process writing 1M lines as fast as it can: its pipe waits", function()
+    local dir = mktemp()
+    local a = start(dir, SEQ:format(""), "--quiet --no-control --log-max-bytes 1G --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a, 30000), read(a.out))
+    local i = 0
+    for l in file_lines(dir .. "/logs/root.w.log") do
+      i = i + 1
+      local n = tonumber(l:match(" INFO  root%.w: stdout: (%d+)$"))
+      if n ~= i then error(string.format("line %d of the file is %q", i, l)) end
+    end
+    assert.equal(1000000, i)
+  end)
+
+  it("delivers every line of both streams of several processes flooding at once", function()
+    local dir = mktemp()
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  for _, name in ipairs{"a", "b", "c"} do
+    ctx:run(name, arbor.exec({"sh", "-c", "seq 1 200000 >&2 & seq 1 200000; wait"}, {oneshot = true}))
+  end
+  ctx:signal("healthy")
+  while arbor.node("root.a").state ~= "DONE" or arbor.node("root.b").state ~= "DONE"
+      or arbor.node("root.c").state ~= "DONE" do
+    ctx:sleep(0.05)
+  end
+  arbor.stop()
+end]], "--quiet --no-control --log-max-bytes 1G --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a, 30000), read(a.out))
+    for _, name in ipairs{"a", "b", "c"} do
+      local next_of = {stdout = 1, stderr = 1}
+      for l in file_lines(dir .. "/logs/root." .. name .. ".log") do
+        local stream, n = l:match(" root%.%a: (%a+): (%d+)$")
+        if tonumber(n) ~= next_of[stream] then error(string.format("root.%s: %q", name, l)) end
+        next_of[stream] = next_of[stream] + 1
+      end
+      assert.same({stdout = 200001, stderr = 200001}, next_of)
+    end
+  end)
+
+  it("drops with log_overflow = \"drop\", and every dropped line is told, the burst's end too", function()
+    local dir = mktemp()
+    local a = start(dir, SEQ:format(", log_overflow = \"drop\""), "--quiet --no-control --log-max-bytes 1G --log-dir "
+      .. q(dir .. "/logs"))
+    assert.equal(0, finished(a, 30000), read(a.out))
+    local told, written = told_and_written(dir .. "/logs/root.w.log")
+    assert.equal(1000000, told + written)
+  end)
+
+  it("counts a runnable's lines past the bound, with a marker at the next flush though the DN logs no more", function()
+    local dir = mktemp()
+    local sock = dir .. "/ctl.sock"
+    local a = start(dir, [[
+return function(ctx)
+  ctx:run("burst", function(c)
+    -- some 20 MB in one step: more than the 8 MiB the files may hold
+    for i = 1, 150000 do c:log(string.format("line %d %s", i, string.rep("z", 80))) end
+    c:signal("healthy")
+    c:wait() -- and never a line again
+  end)
+  ctx:signal("healthy")
+  ctx:wait()
+end]], "--quiet --control " .. q(sock) .. " --log-dir " .. q(dir .. "/logs"))
+    local path = dir .. "/logs/root.burst.log"
+    assert.is_true(eventually(function()
+      return (read(path) or ""):find("lines dropped\n", 1, true)
+    end), "no marker while arbor runs")
+    local told, written = told_and_written(path)
+    assert.is_true(told > 0)
+    assert.equal(150000, told + written)
+    sh(bin .. " ctl " .. q(sock) .. " shutdown")
+    assert.equal(0, finished(a))
+  end)
+end)
+
+describe("times after a step of the wall clock", function()
+  -- The wall clock at each line, event and exit, not the start's wall
+  -- clock plus the monotonic one: that is off after a clock step, a
+  -- suspend, a reexec. spec/e2e/fake_clock.c steps arbor's wall clock.
+  it("are the wall clock's of that moment: log lines, events, metric timestamps", function()
+    local shim = bin:gsub("[^/]*$", "") .. "fake_clock.so"
+    local dir = mktemp()
+    local sock, clock = dir .. "/ctl.sock", dir .. "/clock"
+    write(clock, "0")
+    local step = 10 * 365 * 86400 -- ten years on
+    local preload = ((os.getenv("LD_PRELOAD") or "") .. " " .. shim):gsub("^ ", "")
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  ctx:run("svc", arbor.exec({"sh", "-c", "sleep 0.3; exit 1"}))
+  ctx:signal("healthy")
+  local i = 0
+  while true do
+    i = i + 1
+    ctx:log("tick " .. i)
+    ctx:sleep(0.1)
+  end
+end]], "--control " .. q(sock) .. " --log-format json --log-dir " .. q(dir .. "/logs"),
+      "FAKE_CLOCK_FILE=" .. q(clock) .. " LD_PRELOAD=" .. q(preload))
+    local function day(t) return os.date("!%Y-%m-%d", t) end
+    assert.is_true(eventually(function() return (read(dir .. "/logs/root.log") or ""):find("tick 2", 1, true) end))
+    local t = os.time()
+    write(clock .. ".tmp", tostring(step))
+    os.rename(clock .. ".tmp", clock)
+    local want = {[day(t + step - 86400)] = true, [day(t + step)] = true, [day(t + step + 86400)] = true}
+    -- a line logged after the step
+    assert.is_true(eventually(function()
+      local text = read(dir .. "/logs/root.log") or ""
+      local last = text:match("([^\n]+)\n$") or ""
+      return want[last:sub(1, 10)]
+    end), "no log line at the stepped wall clock: " .. ((read(dir .. "/logs/root.log") or ""):match("[^\n]+\n$") or ""))
+    -- an event after the step (root.svc exits every 0.3 s), on stderr
+    assert.is_true(eventually(function()
+      for l in (read(a.out) or ""):gmatch("[^\n]+") do
+        local ok, obj = pcall(cjson.decode, l)
+        if ok and obj.dn == "root.svc" and obj.kind == "state" and want[obj.time:sub(1, 10)] then return true end
+      end
+    end), "no event at the stepped wall clock")
+    -- the last exit's timestamp, in the metrics
+    assert.is_true(eventually(function()
+      local _, out = sh(bin .. " ctl " .. q(sock) .. " metrics")
+      local v = tonumber(out:match('arbor_node_last_exit_timestamp_seconds{dn="root.svc"} (%S+)'))
+      return v and math.abs(v - (t + step)) < 86400
+    end), "no exit timestamp at the stepped wall clock")
+    sh(bin .. " ctl " .. q(sock) .. " shutdown")
+    assert.equal(0, finished(a))
+  end)
+end)
+
+describe("a log file that cannot be written", function()
+  -- Each of these made arbor die of SIGSEGV at stop: the failure of the
+  -- last write was reported into the root's log after the tree was freed.
+  it("maps a DN too long for a file name to a cut name and a hash, and writes it", function()
+    local dir = mktemp()
+    local names = {string.rep("a", 64), string.rep("b", 64), string.rep("c", 64), string.rep("d", 64)}
+    local a = start(dir, string.format([[
+local arbor = require "arbor"
+local names = {%q, %q, %q, %q}
+local function nest(c, i)
+  if i > #names then c:log("deep line") c:wait() return end
+  c:run(names[i], function(d) nest(d, i + 1) end)
+  c:wait()
+end
+return function(ctx)
+  ctx:run("top", function(c) nest(c, 1) end)
+  ctx:log("hello")
+  ctx:signal("healthy")
+  ctx:sleep(1.5) -- a flush, then the last one at stop
+  arbor.stop()
+end]], table.unpack(names)), "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a), read(a.out))
+    local dn = "root.top." .. table.concat(names, ".")
+    assert.is_true(#dn + 4 > 255)
+    local files = lines(support.capture("ls " .. q(dir .. "/logs")))
+    local long
+    for _, f in ipairs(files) do
+      if f:find("~", 1, true) then long = f end
+    end
+    assert.is_truthy(long, "no mapped file among " .. table.concat(files, " "))
+    assert.is_true(#long <= 255)
+    assert.equal(dn:sub(1, 223) .. "~", long:sub(1, 224))
+    assert.matches("^%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%.log$", long:sub(225))
+    -- the line names the whole DN
+    assert.matches(" INFO  " .. dn .. ": deep line\n$", read(dir .. "/logs/" .. long))
+    assert.matches("root: hello", read(dir .. "/logs/root.log"), 1, true)
+  end)
+
+  it("reports a directory in the file's place and stops cleanly", function()
+    local dir = mktemp()
+    assert(os.execute("mkdir -p " .. q(dir .. "/logs/root.log")))
+    local a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  ctx:log("hello")
+  ctx:logger("ok"):info("fine")
+  ctx:signal("healthy")
+  ctx:sleep(0.2) -- the only write is the last one, at stop
+  arbor.stop()
+end]], "--quiet --no-control --log-dir " .. q(dir .. "/logs"))
+    assert.equal(0, finished(a), read(a.out))
+    local _, n = read(a.out):gsub("arbor: log file " .. dir:gsub("%p", "%%%0")
+      .. "/logs/root.log: refused: not a regular file %(a directory%)", "")
+    assert.equal(1, n, read(a.out))
+    assert.matches("root.ok: fine", read(dir .. "/logs/root.ok.log"), 1, true)
+  end)
+end)
+
 describe("a full disk", function()
   local mnt, a
   before_each(function()
     mnt, a = mktemp(), nil
-    if not os.execute("mount -t tmpfs -o size=64k tmpfs " .. q(mnt) .. " 2>/dev/null") then
+    -- mode 0750: a root arbor refuses a log directory others may write
+    if not os.execute("mount -t tmpfs -o size=64k,mode=0750 tmpfs " .. q(mnt) .. " 2>/dev/null") then
       mnt = nil
     end
   end)
   after_each(function()
     if a and not read(a.rc) then os.execute("kill -9 " .. a.pid) finished(a) end
     if mnt then os.execute("umount " .. q(mnt)) end
+  end)
+
+  it("reports on stderr a last write that fails at stop, and exits cleanly", function()
+    if not mnt then
+      pending("mount -t tmpfs is not permitted here (needs root): the full-disk test is skipped")
+      return
+    end
+    local dir = mktemp()
+    assert(os.execute(support.plain .. "dd if=/dev/zero of=" .. q(mnt .. "/filler") .. " bs=1k count=56 2>/dev/null"), "dd failed")
+    a = start(dir, [[
+local arbor = require "arbor"
+return function(ctx)
+  for i = 1, 40 do ctx:log(string.format("line %d %s", i, string.rep("y", 1000))) end
+  ctx:signal("healthy")
+  ctx:sleep(0.2) -- before the first flush: the only write is the last one
+  arbor.stop()
+end]], "--quiet --no-control --log-dir " .. q(mnt))
+    assert.equal(0, finished(a), read(a.out))
+    local out = read(a.out)
+    local n = tonumber(out:match("arbor: log file " .. mnt:gsub("%p", "%%%0")
+      .. "/root%.log: No space left on device: (%d+) lines not written %(arbor is stopping%)"))
+    assert.is_truthy(n, out)
+    local log = read(mnt .. "/root.log") or ""
+    assert.equal(40, n + select(2, log:gsub("root: line ", ""))) -- each line written or counted
   end)
 
   it("drops lines with a count and a marker, reports once, keeps the tree running", function()

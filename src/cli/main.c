@@ -26,7 +26,8 @@ int luaopen_arbor_readline(lua_State *L);
 static const char usage[] =
     "usage: arbor run [--quiet] [--init] [--control PATH | --no-control]\n"
     "                 [--http ADDR:PORT] [--log-dir DIR [--log-max-bytes N]\n"
-    "                 [--log-keep N]] [--log-format text|json] SCRIPT [ARGS...]\n"
+    "                 [--log-keep N] [--log-mode MODE]] [--log-format text|json]\n"
+    "                 SCRIPT [ARGS...]\n"
     "       arbor check SCRIPT [ARGS...]\n"
     "       arbor repl [--echo] [SOCKET]\n"
     "       arbor ctl [SOCKET] COMMAND [ARGS...] [--json]\n"
@@ -52,10 +53,14 @@ static const char usage[] =
     "  --http ADDR:PORT  serve /metrics, /healthz, /readyz and /tree over HTTP\n"
     "                 (bind a loopback address: there is no authentication)\n"
     "  --log-dir DIR  write each node's log lines to DIR/<dn>.log (RFC 3339\n"
-    "                 times, level, DN), flushed every second and at stop\n"
+    "                 times, level, DN), flushed every second and at stop; DIR\n"
+    "                 is made 0750 (as root: root's, not group or other\n"
+    "                 writable)\n"
     "  --log-max-bytes N  rotate a log file before it passes N bytes (K, M, G\n"
     "                 suffixes; default 10M)\n"
-    "  --log-keep N   rotated files kept, <dn>.log.1 .. .N (default 5)\n"
+    "  --log-keep N   rotated files kept, <dn>.log.1 .. .N (default 5, at\n"
+    "                 most 1000)\n"
+    "  --log-mode MODE  the mode of the log files made, octal (default 0640)\n"
     "  --log-format F how logs and events are printed on stderr: text\n"
     "                 (default) or json, one object per line\n"
     "  --init         reap orphaned processes (as a subreaper; automatic as\n"
@@ -142,7 +147,7 @@ typedef struct run_options {
   int restore_fd; /* the state of a reexec (ARBOR_RESTORE_FD), or -1 */
   const char *control, *http;
   const char *log_dir, *log_format; /* NULL: not given */
-  long long log_max_bytes, log_keep; /* -1: not given */
+  long long log_max_bytes, log_keep, log_mode; /* -1: not given */
 } run_options;
 
 /* A count of --log-max-bytes or --log-keep: digits, with a K, M or G
@@ -213,6 +218,10 @@ static int run_script(lua_State *L, const char *script, const run_options *o,
   if (o->log_keep >= 0) {
     lua_pushinteger(L, o->log_keep);
     lua_setfield(L, -2, "log_keep");
+  }
+  if (o->log_mode >= 0) {
+    lua_pushinteger(L, o->log_mode);
+    lua_setfield(L, -2, "log_mode");
   }
   lua_pushboolean(L, o->check);
   lua_setfield(L, -2, "check");
@@ -343,6 +352,7 @@ int main(int argc, char **argv) {
   }
   int i = 2, init = getpid() == 1;
   run_options o = {.check = check, .log_max_bytes = -1, .log_keep = -1,
+                   .log_mode = -1,
                    .restore_fd = -1};
   /* after `arbor ctl reexec`: the state the arbor before handed over */
   const char *restore = getenv("ARBOR_RESTORE_FD");
@@ -370,6 +380,7 @@ int main(int argc, char **argv) {
                   : strcmp(opt, "--log-format") == 0     ? 1
                   : strcmp(opt, "--log-max-bytes") == 0  ? 2
                   : strcmp(opt, "--log-keep") == 0       ? 3
+                  : strcmp(opt, "--log-mode") == 0       ? 4
                                                          : -1;
       if (which < 0) {
         fprintf(stderr, "arbor: unknown option '%s'\n%s", opt, usage);
@@ -380,15 +391,20 @@ int main(int argc, char **argv) {
       int bad = !v || !*v;
       if (!bad && which == 1)
         bad = strcmp(v, "text") != 0 && strcmp(v, "json") != 0;
-      if (!bad && which >= 2) {
+      if (!bad && (which == 2 || which == 3)) {
         n = parse_count(v, which == 2);
-        bad = n < 0 || (which == 2 && n < 1024);
+        bad = n < 0 || (which == 2 && n < 1024) || (which == 3 && n > 1000);
+      }
+      if (!bad && which == 4) {
+        char *end;
+        n = strtoll(v, &end, 8);
+        bad = *end || *v == '-' || *v == '+' || n < 0 || n > 0777;
       }
       if (bad) {
         static const char *const want[] = {
             "a DIR", "text or json",
             "a size in bytes >= 1024 (K, M, G suffixes: 10M)",
-            "a count >= 0"};
+            "a count in 0-1000", "an octal file mode (0600, 0640)"};
         fprintf(stderr, "arbor: %s needs %s%s%s\n%s", opt, want[which],
                 v ? ", got " : "", v ? v : "", usage);
         return 2;
@@ -396,7 +412,8 @@ int main(int argc, char **argv) {
       if (which == 0) o.log_dir = v;
       else if (which == 1) o.log_format = v;
       else if (which == 2) o.log_max_bytes = n;
-      else o.log_keep = n;
+      else if (which == 3) o.log_keep = n;
+      else o.log_mode = n;
     } else if (strcmp(argv[i], "--init") == 0) {
       init = 1;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

@@ -85,13 +85,14 @@ uint64_t arbor_ring_push(arbor_ring *r, double time, arbor_node *node,
 
 void arbor_ring_copy(arbor_ring *r, const arbor_event *ev) {
   uint64_t seq = ev->seq;
-  double delay = ev->delay;
+  double delay = ev->delay, wall = ev->wall;
   arbor_ring_push(r, ev->time, ev->node, (arbor_event_kind)ev->kind,
                   (arbor_state)ev->from, (arbor_state)ev->to, ev->reason);
   arbor_event *e = arbor_ring_newest(r);
   e->seq = seq;
   e->incarnation = ev->incarnation;
   e->delay = delay;
+  e->wall = wall;
   r->next_seq = seq + 1;
 }
 

@@ -32,6 +32,8 @@ typedef struct arbor_event {
   uint8_t from, to;     /* states for ARBOR_EV_STATE */
   arbor_str *reason;    /* referenced; may be NULL */
   double delay;         /* policy events: the restart delay, or -1 */
+  double wall;          /* the wall clock when it happened (set by its
+                           emitter; 0 when not) */
 } arbor_event;
 
 typedef struct arbor_ring {

@@ -17,6 +17,13 @@ double arbor_engine_now(arbor_engine *e) {
   return (double)(uv_hrtime() - e->t0) / 1e9;
 }
 
+double arbor__wall(arbor_engine *e) {
+  if (e->virtual_clock) return e->vnow;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* xorshift64*: the engine's seedable generator (P5). */
 uint64_t arbor_engine_random(arbor_engine *e) {
   uint64_t x = e->rng;

@@ -18,6 +18,11 @@ static inline void arbor__step_begin(arbor_engine *e) {
   if (!e->virtual_clock) e->step_now = arbor_engine_now(e);
 }
 
+/* The wall clock now (CLOCK_REALTIME, seconds since the epoch): the time
+   of a log line, an event, an exit as people read it, right after a step
+   of the clock or a suspend too. Under the virtual clock, its time. */
+double arbor__wall(arbor_engine *e);
+
 void arbor__clock_arm(arbor_engine *e, arbor_timer *t, int kind, double due);
 /* The loop is not to block in poll: there is work for the drain. */
 void arbor__clock_need_drain(arbor_engine *e);

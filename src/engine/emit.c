@@ -15,6 +15,7 @@ void arbor__emit_delay(arbor_engine *e, pnode *pn, arbor_event_kind kind,
                   reason);
   arbor_event *ev = arbor_ring_newest(&e->ring);
   ev->delay = delay;
+  ev->wall = arbor__wall(e);
   if (e->nsubs) arbor_ring_copy(&e->outbox, ev);
 }
 

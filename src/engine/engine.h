@@ -85,7 +85,8 @@ enum { ARBOR_PARSE_NONE = 0, ARBOR_PARSE_KLOG, ARBOR_PARSE_FN };
 /* One line of a node's in-memory log. */
 typedef struct arbor_log_line {
   arbor_str *line;
-  double time;     /* engine time; wall-clock: e->wall0 + time */
+  double time;     /* engine time */
+  double wall;     /* the wall clock when it was logged (CLOCK_REALTIME) */
   uint64_t seq;    /* the engine's line count: orders lines across nodes */
   uint16_t sub;    /* 0: the node's own; else its sub-logger subs[sub - 1] */
   uint8_t level;   /* ARBOR_LOG_* */
@@ -110,6 +111,9 @@ typedef struct arbor_logs {
   arbor_log_sub *subs;
   struct arbor_logfile *file;
   uint8_t parse;        /* ARBOR_PARSE_* */
+  uint8_t drop;         /* log_overflow "drop": its process output never
+                           waits for its file (lines past the bound are
+                           dropped and counted) */
   int parse_ref;        /* the parser function (ARBOR_PARSE_FN) */
 } arbor_logs;
 
@@ -174,6 +178,7 @@ typedef struct pnode {
   double shutdown;     /* seconds a canceled incarnation has to exit */
   double started;      /* engine time the incarnation started */
   double exited;       /* engine time it exited */
+  double exited_wall;  /* and the wall clock then (metrics), or 0 */
   arbor_timer wake;    /* sleep, or a delayed restart */
   struct pnode *ready_next;
   pnode_stop *stop;    /* NULL until first stopped */
@@ -182,6 +187,7 @@ typedef struct pnode {
                                 at the first child that needs one */
   arbor_str *error, *trace;
   double healthy_at;   /* engine time the incarnation became HEALTHY, or -1 */
+  double healthy_wall; /* and the wall clock then (metrics), or 0 */
   pnode_hist *failures; /* failure history, lazily allocated */
   pnode_counts *counts; /* state changes, lazily allocated (metrics.c) */
   arbor_logs *logs;    /* lazily allocated */
@@ -307,7 +313,9 @@ struct arbor_engine {
                                  `logs -f` follower */
   struct arbor_logfiles *logfiles; /* --log-dir, or NULL (logfile.c) */
   double wall0;           /* wall-clock seconds at engine time 0 (0 under the
-                             virtual clock): timestamps for people */
+                             virtual clock); times for people are read from
+                             the wall clock when they happen (clock.c's
+                             arbor__wall), this only estimates older ones */
   double budget;          /* seconds a policy or subscriber may run */
   int policy_ev_ref;      /* the reused policy event table */
   struct pnode *ev_pn;   /* the node it describes, during its call */
@@ -453,6 +461,16 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
    parser says; written "stdout: text". 0 (not logged) once e is freed. */
 int arbor_engine_log_output(arbor_engine *e, pnode *pn, int stream,
                             const char *s, size_t n);
+struct arbor_logfile_waiter;
+/* 1 when pn's process output should wait (its pipes not read): its log
+   file under --log-dir holds as much as it may, and its processes' output
+   waits rather than drops (log_overflow "block", the default). */
+int arbor_engine_log_full(arbor_engine *e, pnode *pn);
+/* w->resume is called once, on the loop, when log lines moved on; -1 when
+   there are no log files (nothing to wait for). */
+int arbor_engine_log_wait(arbor_engine *e, struct arbor_logfile_waiter *w);
+/* w waits no more. */
+void arbor_engine_log_unwait(struct arbor_logfile_waiter *w);
 /* pn's log, made if needed with cap lines (ARBOR_LOG_LINES when 0 is
    given and it is new); NULL on OOM. */
 arbor_logs *arbor_engine_logs(pnode *pn);

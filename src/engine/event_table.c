@@ -39,6 +39,7 @@ void arbor_push_event_table(arbor_engine *e, lua_State *L,
   lua_createtable(L, 0, 8);
   setint(L, "seq", (lua_Integer)ev->seq);
   setnum(L, "time", ev->time);
+  if (!e->virtual_clock && ev->wall > 0) setnum(L, "wall", ev->wall);
   arbor__event_table_dn(e, L, (pnode *)ev->node);
   lua_setfield(L, -2, "dn");
   setint(L, "incarnation", (lua_Integer)ev->incarnation);

@@ -65,6 +65,7 @@ void arbor_engine_start(arbor_engine *e, pnode *pn) {
   pn->done = 0;
   pn->started = arbor__step_time(e);
   pn->healthy_at = -1;
+  pn->healthy_wall = 0;
   if (pn->timing) arbor__deadline_started(e, pn); /* ready_timeout */
   lua_State *co = arbor__ready_thread(e, pn);
   if (pn->standin) { /* a finished job restored by a reexec: DONE at once */
@@ -173,6 +174,7 @@ void arbor__kernel_exit(arbor_engine *e, pnode *pn, arbor_state s,
   arbor__deadline_clear(e, pn);
   pn->wait = WAIT_NONE;
   pn->exited = arbor__step_time(e);
+  pn->exited_wall = arbor__wall(e);
   /* up for min_uptime: its streak starts again (a declared node was
      counted when it was declared) */
   if (!declared && arbor__deadline_was_up(pn, pn->exited)) pn->consecutive = 0;
@@ -204,6 +206,7 @@ static void declare_dead(arbor_engine *e, pnode *pn, arbor_str *why) {
   if (pn->n.state == ARBOR_DEAD) return; /* already failing */
   if (arbor_node_running(&pn->n)) {
     pn->exited = arbor__step_time(e);
+    pn->exited_wall = arbor__wall(e);
     arbor__deadline_clear(e, pn);
   }
   if (arbor__deadline_was_up(pn, pn->exited)) pn->consecutive = 0;

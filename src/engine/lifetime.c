@@ -123,6 +123,7 @@ static void pnode_init(pnode *pn) {
       LUA_NOREF;
   pn->shutdown = 5.0;
   pn->healthy_at = -1;
+  pn->healthy_wall = 0;
 }
 
 pnode *arbor_engine_add(arbor_engine *e, pnode *parent, const char *name,

@@ -118,18 +118,18 @@ static arbor_logfile *file_of(arbor_engine *e, pnode *pn, arbor_logs *lg,
                               unsigned sub) {
   arbor_logfile **slot = sub ? &lg->subs[sub - 1].file : &lg->file;
   if (*slot) return *slot;
-  char buf[512];
-  size_t len = arbor_node_dn(&pn->n, buf, sizeof buf);
-  if (sub) {
-    const arbor_str *s = lg->subs[sub - 1].name;
-    if (len + 1 + s->len < sizeof buf) {
-      buf[len] = '.';
-      memcpy(buf + len + 1, s->s, s->len);
-    }
-    len += 1 + s->len;
+  char small[512], *buf = small;
+  const arbor_str *s = sub ? lg->subs[sub - 1].name : NULL;
+  size_t dn = arbor_node_dn(&pn->n, NULL, 0);
+  size_t len = dn + (s ? 1 + s->len : 0);
+  if (len >= sizeof small && !(buf = malloc(len + 1))) return NULL;
+  arbor_node_dn(&pn->n, buf, dn + 1);
+  if (s) {
+    buf[dn] = '.';
+    memcpy(buf + dn + 1, s->s, s->len);
   }
-  if (len >= sizeof buf) return NULL; /* a DN too long for a file name */
   *slot = arbor_logfile_new(e->logfiles, buf, len);
+  if (buf != small) free(buf);
   return *slot;
 }
 
@@ -138,7 +138,7 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
   arbor_logs *lg = arbor_engine_logs(pn);
   if (!lg) return;
   if (sub > lg->nsubs) sub = 0;
-  double now = arbor__step_time(e);
+  double now = arbor__step_time(e), wall = arbor__wall(e);
   if (lg->cap) {
     if (!lg->ring) {
       lg->ring = calloc(lg->cap, sizeof *lg->ring);
@@ -154,6 +154,7 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
     arbor_log_line *l = &lg->ring[idx];
     l->line = arbor_str_ref(line);
     l->time = now;
+    l->wall = wall;
     l->seq = ++e->log_seq;
     l->sub = (uint16_t)sub;
     l->level = (uint8_t)level;
@@ -162,7 +163,7 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
   }
   if (e->logfiles) {
     arbor_logfile *f = file_of(e, pn, lg, sub);
-    if (f) arbor_logfile_append(e, f, e->wall0 + now, level, line->s, line->len);
+    if (f) arbor_logfile_append(e, f, wall, level, line->s, line->len);
   }
   if (e->log_ref != LUA_NOREF) {
     lua_State *L = e->L;
@@ -176,7 +177,7 @@ void arbor_engine_log_at(arbor_engine *e, pnode *pn, unsigned sub, int level,
     lua_pushlstring(L, line->s, line->len);
     lua_pushnumber(L, now);
     lua_pushstring(L, level_names[level & 3]);
-    lua_pushnumber(L, e->wall0 + now);
+    lua_pushnumber(L, wall);
     arbor__call_budget(e, L, 5); /* user code: bounded like a policy */
     lua_pop(L, 1);
   }
@@ -191,6 +192,23 @@ int arbor_engine_log_now(arbor_engine *e, pnode *pn, arbor_str *line) {
   arbor__step_begin(e);
   arbor_engine_log(e, pn ? pn : (pnode *)e->tree.root, line);
   return 1;
+}
+
+int arbor_engine_log_full(arbor_engine *e, pnode *pn) {
+  if (!e || !e->logfiles || e->zombie) return 0;
+  const arbor_logs *lg = pn->logs;
+  if (!lg || !lg->file || lg->drop) return 0;
+  return arbor_logfile_full(lg->file);
+}
+
+int arbor_engine_log_wait(arbor_engine *e, arbor_logfile_waiter *w) {
+  if (!e || !e->logfiles || e->zombie) return -1;
+  arbor_logfile_wait(e->logfiles, w);
+  return 0;
+}
+
+void arbor_engine_log_unwait(arbor_logfile_waiter *w) {
+  arbor_logfile_unwait(w);
 }
 
 /* ---- process output ------------------------------------------------------ */

@@ -72,6 +72,7 @@ const char *arbor_engine_signal(arbor_engine *e, pnode *pn, const char *what) {
     /* the streak starts again only once it stayed up for min_uptime: seen
        at its exit (kernel.c), no timer per start */
     pn->healthy_at = arbor__step_time(e);
+    pn->healthy_wall = arbor__wall(e);
     if (pn->timing) arbor__deadline_healthy(e, pn);
     arbor__tr_set_state(e, pn, ARBOR_HEALTHY, NULL);
     arbor__kernel_release(e, pn); /* an ordered successor may start */

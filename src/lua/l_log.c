@@ -136,7 +136,7 @@ static int l_logs(lua_State *L) {
     lua_createtable(L, 0, 6);
     lua_pushnumber(L, l->time);
     lua_setfield(L, -2, "time");
-    lua_pushnumber(L, e->wall0 + l->time);
+    lua_pushnumber(L, l->wall);
     lua_setfield(L, -2, "wall");
     lua_pushlstring(L, l->line->s, l->line->len);
     lua_setfield(L, -2, "line");
@@ -190,6 +190,22 @@ static int l_log_parse(lua_State *L) {
   return 0;
 }
 
+/* core.log_overflow(ctx, how): what the node's process output does when
+   its log file under --log-dir is full: "block" (or nil: its pipes are
+   not read, its processes wait) or "drop" (lines dropped and counted). */
+static int l_log_overflow(lua_State *L) {
+  pnode *pn = arbor_check_ctx(L, 1);
+  const char *how = luaL_optstring(L, 2, "block");
+  int drop = strcmp(how, "drop") == 0;
+  if (!drop && strcmp(how, "block") != 0)
+    return arbor_dn_error(L, pn, "option 'log_overflow' must be \"block\" or "
+                          "\"drop\", got %s", how);
+  arbor_logs *lg = arbor_engine_logs(pn);
+  if (!lg) return luaL_error(L, "out of memory");
+  lg->drop = (uint8_t)drop;
+  return 0;
+}
+
 /* Reports a log file's error (once) and its end: on stderr, and as a line
    of the root's log. */
 static void report(arbor_engine *e, int level, const char *text) {
@@ -200,9 +216,10 @@ static void report(arbor_engine *e, int level, const char *text) {
   arbor_str_unref(line);
 }
 
-/* core.log_files(e, {dir=, max_bytes=, keep=, interval=, max_pending=})
-   -> true | nil, "ENAME: message", "ENAME": writes the tree's log lines
-   under dir (engine/logfile.h). */
+/* core.log_files(e, {dir=, max_bytes=, keep=, interval=, max_pending=,
+   mode=}) -> true | nil, "ENAME: message", "ENAME": writes the tree's log
+   lines under dir (engine/logfile.h); an insecure directory (a root arbor)
+   is "DIR is insecure: why". */
 static int l_log_files(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
@@ -217,10 +234,19 @@ static int l_log_files(lua_State *L) {
   o.interval = luaL_optnumber(L, -1, 1.0);
   lua_getfield(L, 2, "max_pending");
   o.max_pending = (size_t)luaL_optinteger(L, -1, 8 << 20);
+  lua_getfield(L, 2, "mode");
+  o.mode = (unsigned)luaL_optinteger(L, -1, 0640) & 0777;
   o.report = report;
   if (!arbor_engine_loop(e))
     return luaL_error(L, "log files need the real clock (arbor.run)");
-  int r = arbor_logfiles_open(e, &o);
+  char why[512];
+  int r = arbor_logfiles_open(e, &o, why, sizeof why);
+  if (r < 0 && why[0]) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s is insecure: %s", o.dir, why);
+    lua_pushliteral(L, "EPERM");
+    return 3;
+  }
   if (r < 0) return arbor_push_errno(L, r, "log directory %s", o.dir);
   lua_pushboolean(L, 1);
   return 1;
@@ -264,6 +290,7 @@ static int l_wall0(lua_State *L) {
 static const luaL_Reg funcs[] = {
     {"wall0", l_wall0},
     {"log_parse", l_log_parse},   {"log_files", l_log_files},
+    {"log_overflow", l_log_overflow},
     {"log_flush", l_log_flush},   {"log_close", l_log_close},
     {"log_sync", l_log_sync},
     {"log_dropped", l_log_dropped}, {NULL, NULL},

@@ -68,8 +68,8 @@ typedef struct entry {
   uint32_t state[NSTATES]; /* nodes in each state */
   uint64_t tr[NSTATES][NSTATES];
   uint64_t restarts;
-  double last_exit;    /* engine time of the latest exit, or -1 */
-  double up_since;     /* engine time it became HEALTHY, or -1 */
+  double last_exit;    /* wall clock of the latest exit, or -1 */
+  double up_since;     /* wall clock when it became HEALTHY, or -1 */
   int procs;           /* it has process groups: the two below are read */
   unsigned long long ticks, pages; /* its processes' CPU and memory */
 } entry;
@@ -109,8 +109,16 @@ static void note_groups(series *s, size_t i, const pnode *pn) {
   }
 }
 
+/* The wall clock of engine time t (an exit, a HEALTHY): wall, read when
+   it happened, or (0: a state a reexec carried over) an estimate from the
+   start's wall clock. */
+static double wall_of(const arbor_engine *e, double t, double wall) {
+  return wall > 0 ? wall : e->wall0 + t;
+}
+
 /* Adds pn's figures to en (a node's own series, or its folded subtree). */
 static void gather(series *s, entry *en, const pnode *pn) {
+  const arbor_engine *e = pn_engine(pn);
   note_groups(s, (size_t)(en - s->v), pn);
   en->state[pn->n.state]++;
   for (int f = 0; f < NSTATES; f++)
@@ -118,7 +126,8 @@ static void gather(series *s, entry *en, const pnode *pn) {
       en->tr[f][to] += arbor_metrics_transitions(pn, (arbor_state)f,
                                                  (arbor_state)to);
   en->restarts += pn->restarts;
-  if (exited_once(pn) && pn->exited > en->last_exit) en->last_exit = pn->exited;
+  if (exited_once(pn) && wall_of(e, pn->exited, pn->exited_wall) > en->last_exit)
+    en->last_exit = wall_of(e, pn->exited, pn->exited_wall);
 }
 
 static entry *new_entry(series *s, const arbor_node *n, int folded) {
@@ -282,7 +291,7 @@ static int node_family(arbor_text *t, int om, int f, const series *s) {
 }
 
 /* The samples of family f for the entry en. */
-static void node_samples(arbor_text *t, double wall0, int f, const entry *en) {
+static void node_samples(arbor_text *t, int f, const entry *en) {
   switch (f) {
   case FAM_STATE:
     arbor_text_room(t, NSTATES * (en->dnlen + 80));
@@ -318,7 +327,7 @@ static void node_samples(arbor_text *t, double wall0, int f, const entry *en) {
     if (en->last_exit < 0) break;
     START(t, "arbor_node_last_exit_timestamp_seconds", en, 32);
     ARBOR_TEXT_LIT(t, "\"} ");
-    millis(t, wall0 + en->last_exit);
+    millis(t, en->last_exit);
     ARBOR_TEXT_LIT(t, "\n");
     break;
   case FAM_CPU:
@@ -338,7 +347,7 @@ static void node_samples(arbor_text *t, double wall0, int f, const entry *en) {
     if (en->up_since < 0) break;
     START(t, "arbor_node_up_since_timestamp_seconds", en, 32);
     ARBOR_TEXT_LIT(t, "\"} ");
-    millis(t, wall0 + en->up_since);
+    millis(t, en->up_since);
     ARBOR_TEXT_LIT(t, "\n");
     break;
   }
@@ -456,7 +465,7 @@ static int gather_step(arbor_render *r, uint64_t deadline) {
     entry *en = new_entry(s, n, 0);
     gather(s, en, pn);
     if (n->state == ARBOR_HEALTHY && pn->healthy_at >= 0)
-      en->up_since = pn->healthy_at;
+      en->up_since = wall_of(r->e, pn->healthy_at, pn->healthy_wall);
     m->fold = NONE;
     if (sn->depth == m->cut && r->at + 1 < r->shape.n &&
         r->shape.v[r->at + 1].depth > sn->depth) {
@@ -481,7 +490,6 @@ static int metrics_step(arbor_render *r, lua_State *L, uint64_t deadline) {
     m->phase = NODES;
   }
   if (m->phase == NODES) {
-    double wall0 = r->e->wall0;
     size_t k = 0;
     for (; m->fam < NFAMILIES; m->fam++, m->i = 0, m->headed = 0) {
       if (!m->headed && !node_family(t, m->om, m->fam, &m->s)) continue;
@@ -489,7 +497,7 @@ static int metrics_step(arbor_render *r, lua_State *L, uint64_t deadline) {
       for (; m->i < m->s.n; m->i++) {
         if (++k % ARBOR_RENDER_BATCH == 0 && arbor_render_due(deadline))
           return 0;
-        node_samples(t, wall0, m->fam, &m->s.v[m->i]);
+        node_samples(t, m->fam, &m->s.v[m->i]);
       }
     }
     m->phase = ENGINE;

@@ -132,8 +132,9 @@ void arbor__outlet_unused(arbor_proc *p, int made);
 /* p lets its outlet go, once its group is gone: what it wrote is read now. */
 void arbor__outlet_release(arbor_proc *p);
 /* p's outlet's descriptors (read ends of stdout and stderr, then their
-   write ends), for a reexec; -1 when it has none. */
-int arbor__outlet_export(const arbor_proc *p, int fds[4]);
+   write ends), for a reexec (what it read and did not log yet is logged
+   now); -1 when it has none. */
+int arbor__outlet_export(arbor_proc *p, int fds[4]);
 /* After a reexec: p's outlet is made of the descriptors the arbor before
    exported (arbor__outlet_export); NULL when out of memory. */
 arbor_outlet *arbor__outlet_adopt(arbor_proc *p, const int fds[4]);

@@ -13,13 +13,22 @@
  * Lines longer than line_max are cut; stdout lines are also queued for the
  * runnable while it watches them (readiness by output), and a line on the
  * fd 3 pipe (notify.c) is a readiness notification.
+ *
+ * Backpressure (under --log-dir): once the node's log file holds as much
+ * as it may, the outlet stops reading its pipes, so its processes block on
+ * write, as under s6-log; what was read and not logged yet waits in the
+ * outlet (its stash, one read at most per stream). It reads again when the
+ * writer thread took the lines. A node with log_overflow "drop" never
+ * waits (logfile.c drops and counts past the bound).
  */
 #define _GNU_SOURCE /* pipe2 */
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/logfile.h"
 #include "proc/internal.h"
 
 struct arbor_outlet {
@@ -29,7 +38,13 @@ struct arbor_outlet {
   pnode *pn;               /* not referenced: closed before the node goes */
   arbor_engine *e;
   int handles;             /* r[] not closed yet */
+  int waiting;             /* r[] not read: the log file is full */
+  arbor_logfile_waiter wait;
+  char *stash[2];          /* read from r[i] while the file filled: */
+  size_t soff[2], slen[2]; /* logged up to soff, of slen bytes */
 };
+
+static void o_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* ---- lines ------------------------------------------------------------ */
 
@@ -57,17 +72,26 @@ arbor_str *arbor_proc_pop_line(arbor_proc *p) {
   return s;
 }
 
-/* Memory stays at one partial line per stream. */
-void arbor__outlet_feed(arbor_proc *p, int idx, const char *data, size_t n) {
+/* 1 when the log file of o's node is full and o's pipes should wait. */
+static int o_full(const arbor_outlet *o) {
+  return arbor_engine_log_full(o->e, o->pn);
+}
+
+/* Memory stays at one partial line per stream. With o (its pipes may
+   wait), stops after the line that filled the node's log file: returns
+   the bytes taken. */
+static size_t feed(arbor_proc *p, int idx, const char *data, size_t n,
+                   const arbor_outlet *o) {
   if (!p->buf[idx]) {
     p->buf[idx] = malloc(p->line_max);
-    if (!p->buf[idx]) return;
+    if (!p->buf[idx]) return n;
   }
   char *buf = p->buf[idx];
   size_t i = 0;
   while (i < n) {
     const char *nl = memchr(data + i, '\n', n - i);
     size_t take = nl ? (size_t)(nl - (data + i)) : n - i;
+    int logged = 0;
     while (take > 0) {
       size_t room = p->line_max - p->blen[idx];
       size_t c = take < room ? take : room;
@@ -78,14 +102,22 @@ void arbor__outlet_feed(arbor_proc *p, int idx, const char *data, size_t n) {
       if (p->blen[idx] == p->line_max) {
         log_line(p, idx, buf, p->blen[idx]);
         p->blen[idx] = 0;
+        logged = 1;
       }
     }
     if (nl) {
       log_line(p, idx, buf, p->blen[idx]);
       p->blen[idx] = 0;
       i++;
+      logged = 1;
     }
+    if (logged && o && o_full(o)) break;
   }
+  return i;
+}
+
+void arbor__outlet_feed(arbor_proc *p, int idx, const char *data, size_t n) {
+  feed(p, idx, data, n, NULL);
 }
 
 void arbor__outlet_flush(arbor_proc *p, int idx) {
@@ -160,16 +192,80 @@ static void o_remove(const arbor_outlet *o) {
 
 /* ---- outlets ---------------------------------------------------------- */
 
-/* Output with no user: logged line by line as it comes. */
-static void log_loose(arbor_outlet *o, int idx, const char *s, size_t n) {
-  while (n > 0) {
-    const char *nl = memchr(s, '\n', n);
-    size_t len = nl ? (size_t)(nl - s) : n;
-    arbor_engine_log_output(o->e, o->pn, idx, s, len);
-    if (!nl) break;
-    s = nl + 1;
-    n -= len + 1;
+/* Output with no user: logged line by line as it comes; may_wait: stops
+   after the line that filled the log file. Returns the bytes taken. */
+static size_t log_loose(arbor_outlet *o, int idx, const char *s, size_t n,
+                        int may_wait) {
+  size_t took = 0;
+  while (took < n) {
+    const char *nl = memchr(s + took, '\n', n - took);
+    size_t len = nl ? (size_t)(nl - (s + took)) : n - took;
+    arbor_engine_log_output(o->e, o->pn, idx, s + took, len);
+    took += len + (nl ? 1 : 0);
+    if (may_wait && o_full(o)) break;
   }
+  return took;
+}
+
+/* Logs what was read from stream idx, by its process or loose; may_wait:
+   stops once the log file is full. Returns the bytes taken. */
+static size_t o_deliver(arbor_outlet *o, int idx, const char *data, size_t n,
+                        int may_wait) {
+  if (o->user) return feed(o->user, idx, data, n, may_wait ? o : NULL);
+  return log_loose(o, idx, data, n, may_wait);
+}
+
+/* Logs what o's stashes hold; may_wait: as o_deliver. 1 when all was. */
+static int o_unstash(arbor_outlet *o, int may_wait) {
+  for (int i = 0; i < 2; i++) {
+    if (!o->stash[i]) continue;
+    o->soff[i] += o_deliver(o, i, o->stash[i] + o->soff[i],
+                            o->slen[i] - o->soff[i], may_wait);
+    if (o->soff[i] < o->slen[i]) return 0;
+    free(o->stash[i]);
+    o->stash[i] = NULL;
+  }
+  return 1;
+}
+
+/* Keeps what read of stream idx was not logged, n bytes at data. */
+static void o_keep(arbor_outlet *o, int idx, const char *data, size_t n) {
+  char *s = malloc(n);
+  if (!s) { /* out of memory: logged now */
+    o_deliver(o, idx, data, n, 0);
+    return;
+  }
+  memcpy(s, data, n);
+  o->stash[idx] = s;
+  o->soff[idx] = 0;
+  o->slen[idx] = n;
+}
+
+/* The log file took lines: the stashes are logged, then the pipes read,
+   unless the file filled again. */
+static void o_resume(arbor_logfile_waiter *w) {
+  arbor_outlet *o =
+      (arbor_outlet *)((char *)w - offsetof(arbor_outlet, wait));
+  if (!o_unstash(o, 1) || o_full(o)) {
+    if (arbor_engine_log_wait(o->e, &o->wait) == 0) return;
+    o_unstash(o, 0); /* no log files any more */
+  }
+  o->waiting = 0;
+  for (int i = 0; i < 2; i++)
+    uv_read_start((uv_stream_t *)&o->r[i], arbor__outlet_alloc, o_on_read);
+}
+
+/* The log file is full: o's pipes are not read until it took lines (else,
+   with no log files to wait for, what o kept is logged now). */
+static void o_wait(arbor_outlet *o) {
+  if (o->waiting) return;
+  o->wait.resume = o_resume;
+  if (arbor_engine_log_wait(o->e, &o->wait) < 0) {
+    o_unstash(o, 0);
+    return;
+  }
+  o->waiting = 1;
+  for (int i = 0; i < 2; i++) uv_read_stop((uv_stream_t *)&o->r[i]);
 }
 
 static void o_on_close(uv_handle_t *h) {
@@ -177,9 +273,14 @@ static void o_on_close(uv_handle_t *h) {
   if (--o->handles == 0) free(o);
 }
 
-/* Closes an outlet's pipes; it is freed once libuv let them go. */
+/* Closes an outlet's pipes; it is freed once libuv let them go. What it
+   read and did not log goes with them, as what is still in the pipes does
+   (its node is gone, or its engine). */
 static void o_shut(arbor_outlet *o) {
+  arbor_engine_log_unwait(&o->wait);
   for (int i = 0; i < 2; i++) {
+    free(o->stash[i]);
+    o->stash[i] = NULL;
     close(o->w[i]);
     uv_close((uv_handle_t *)&o->r[i], o_on_close);
   }
@@ -195,10 +296,14 @@ static void o_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   arbor_outlet *o = s->data;
   int idx = s == (uv_stream_t *)&o->r[1] ? PROC_STDERR : PROC_STDOUT;
   if (nread > 0) {
-    if (o->user)
-      arbor__outlet_feed(o->user, idx, buf->base, (size_t)nread);
-    else
-      log_loose(o, idx, buf->base, (size_t)nread);
+    size_t n = (size_t)nread;
+    /* (a read while o waits, or with a stash, would pass what waits: it
+       is logged whole, behind it) */
+    int may_wait = !o->waiting && !o->stash[idx];
+    if (!may_wait) o_unstash(o, 0);
+    size_t took = o_deliver(o, idx, buf->base, n, may_wait);
+    if (took < n) o_keep(o, idx, buf->base + took, n - took);
+    if (may_wait && (took < n || o_full(o))) o_wait(o);
   } else if (nread < 0) { /* cannot happen while arbor holds a write end */
     uv_read_stop(s);
   }
@@ -253,6 +358,7 @@ void arbor__outlet_release(arbor_proc *p) {
   arbor_outlet *o = p->outlet;
   if (!o) return;
   static char rbuf[65536];
+  o_unstash(o, 0); /* p's lines first, then what is in the pipes */
   for (int i = 0; i < 2; i++) {
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&o->r[i], &fd) != 0) continue;
@@ -291,9 +397,10 @@ void arbor__outlet_close_all(arbor_engine *e, uv_loop_t *loop) {
 
 /* ---- reexec (restore.c) ------------------------------------------------ */
 
-int arbor__outlet_export(const arbor_proc *p, int fds[4]) {
-  const arbor_outlet *o = p->outlet;
+int arbor__outlet_export(arbor_proc *p, int fds[4]) {
+  arbor_outlet *o = p->outlet;
   if (!o) return -1;
+  o_unstash(o, 0); /* read already: logged before the exec */
   for (int i = 0; i < 2; i++) {
     uv_os_fd_t fd;
     if (uv_fileno((const uv_handle_t *)&o->r[i], &fd) != 0) return -1;
