@@ -10,10 +10,12 @@
 --     (string.dump(f, true): moving a function to another line changes
 --     nothing) and the canonical text of each of its upvalues, by position;
 --     an upvalue _ENV that is the global table is written as the module _G;
---   a C function: its identity (the same C function, nothing else, is the
---     same);
---   a table: its pairs sorted by the canonical text of the keys; its
---     metatable does not count. A module (a table in package.loaded, such
+--   a C function: the name it has in a loaded module (`string.format`,
+--     `arbor.core.intensity_count`: the same in every arbor process, so a
+--     definition written before a reexec is the one the new arbor makes),
+--     else its identity (the same C function, nothing else, is the same);
+--   a table: its pairs sorted by the canonical text of the keys, read raw;
+--     its metatable does not count (no __pairs or __index runs). A module (a table in package.loaded, such
 --     as the one `require "arbor"` gives) is written as its name, not its
 --     contents: a runnable that reads a setting from a module it captured
 --     does not change with the module (capture the value itself, `local
@@ -36,10 +38,29 @@ local mtype, fmt, concat, sort = math.type, string.format, table.concat, table.s
 -- The names of the tables in package.loaded, made once per text.
 local function module_names()
   local names = {}
-  for name, mod in pairs(package.loaded) do
+  for name, mod in next, package.loaded do
     if type(mod) == "table" and names[mod] == nil then names[mod] = name end
   end
   names[_G] = "_G"
+  return names
+end
+
+local getinfo = debug.getinfo
+
+-- The names of the C functions that are fields of loaded modules
+-- ("string.format"), made once per text that meets a C function: the
+-- shortest name, then the first in order, when a function has several.
+local function c_function_names(modules)
+  local names = {}
+  for mod, name in next, modules do
+    for k, v in next, mod do
+      if type(v) == "function" and type(k) == "string" and getinfo(v, "S").what == "C" then
+        local full = name .. "." .. k
+        local had = names[v]
+        if not had or #full < #had or (#full == #had and full < had) then names[v] = full end
+      end
+    end
+  end
   return names
 end
 
@@ -132,6 +153,7 @@ function M.text(v)
   local out, n = {}, 0
   local seen, count = {}, 0 -- tables and functions met: their order
   local modules -- made on the first table
+  local c_names -- made on the first C function
   local function put(s)
     n = n + 1
     out[n] = s
@@ -153,24 +175,30 @@ function M.text(v)
       -- keys in the order of their texts (a key that is a table or a
       -- function gets a text of its own, so pairs' order changes nothing)
       local keys = {}
-      for k in pairs(x) do keys[#keys + 1] = {k = k, text = scalar(k) or M.text(k)} end
+      for k in next, x do keys[#keys + 1] = {k = k, text = scalar(k) or M.text(k)} end
       sort(keys, function(a, b)
         if a.text ~= b.text then return a.text < b.text end
-        return M.text(x[a.k]) < M.text(x[b.k])
+        return M.text(rawget(x, a.k)) < M.text(rawget(x, b.k))
       end)
       put(fmt("t%d{", #keys))
       for _, e in ipairs(keys) do
         put("k")
         put(e.text)
         put("=")
-        walk(x[e.k])
+        walk(rawget(x, e.k))
         put(";")
       end
       return put("}")
     end
     if t == "function" then
       local code = M.code(x)
-      if not code then return put(fmt("c%s", tostring(x))) end -- a C function
+      if not code then -- a C function: by its name in a module, else identity
+        modules = modules or module_names()
+        c_names = c_names or c_function_names(modules)
+        local name = c_names[x]
+        if name then return put(fmt("C%d:%s", #name, name)) end
+        return put(fmt("c%s", tostring(x)))
+      end
       put(fmt("l%d:", #code))
       put(code)
       local i = 1
