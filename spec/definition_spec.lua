@@ -148,3 +148,31 @@ describe("a stock policy's definition (issue 25)", function()
     assert.equal(7, again(ev(3, 2))) -- the third failure: the count went on
   end)
 end)
+
+describe("what changed in a definition (issue 25)", function()
+  local P = arbor.policy
+  local why = definition.why
+
+  it("names the parts: argv, env, an option, the policy, a Lua runnable", function()
+    local function web(argv, eo, opts) return arbor.exec(argv, eo), opts end
+    local a, ao = web({"nginx"}, {env = {A = "1"}, grace = 5, stop_signal = "QUIT"},
+      {policy = P.exponential(), shutdown = 10})
+    local function same(argv, eo, opts) return why(a, ao, web(argv, eo, opts)) end
+    assert.is_nil(same({"nginx"}, {env = {A = "1"}, grace = 5, stop_signal = "QUIT"},
+      {policy = P.exponential(), shutdown = 10}))
+    assert.equal("its argv changed", same({"nginx", "-g"}, {env = {A = "1"}, grace = 5,
+      stop_signal = "QUIT"}, {policy = P.exponential(), shutdown = 10}))
+    assert.equal("its env changed", same({"nginx"}, {env = {A = "2"}, grace = 5,
+      stop_signal = "QUIT"}, {policy = P.exponential(), shutdown = 10}))
+    assert.equal("its policy changed", same({"nginx"}, {env = {A = "1"}, grace = 5,
+      stop_signal = "QUIT"}, {policy = P.exponential{max = 30}, shutdown = 10}))
+    assert.equal("its option grace changed", same({"nginx"}, {env = {A = "1"}, grace = 6,
+      stop_signal = "QUIT"}, {policy = P.exponential(), shutdown = 10}))
+    assert.equal("its argv, policy and options (shutdown, stop_signal) changed",
+      same({"nginx", "-g"}, {env = {A = "1"}, grace = 5}, {policy = P.decaying(), shutdown = 11}))
+    local run = made("local n = ... return function(ctx) return n end", 1)
+    assert.equal("its runnable changed",
+      why(run, nil, made("local n = ... return function(ctx) return n end", 2), nil))
+    assert.equal("its option min_uptime changed", why(run, {min_uptime = 1}, run, {min_uptime = 2}))
+  end)
+end)

@@ -109,6 +109,51 @@ describe("reload", function()
     assert.equal(1, #h:events{dn = "root.sup.w1", kind = "restored"})
   end)
 
+  it("keeps children whose stock policies their changed parent makes anew, also after it restarted (issue 25)", function()
+    local h = new()
+    local function app(version)
+      return function(ctx)
+        ctx:run("web", function(c) idle(c) end, {policy = policy.exponential()})
+        ctx:run("worker", function(c) idle(c) end, {policy = policy.decaying{pause = 3}})
+        ctx:run("db", function(c) idle(c) end, {policy = policy.chain(
+          policy.intensity{max = 20, period = 60}, policy.exponential{reset_after = 600})})
+        ctx:log(version)
+        idle(ctx)
+      end
+    end
+    local v1 = function(ctx) ctx:run("app", app("v1")) idle(ctx) end
+    h:start(v1)
+    h.engine:restart("root.app") -- its children and their policies made again
+    h:settle()
+    for _ = 1, 100 do policy.exponential() policy.decaying() end
+    local web, worker, db = incarnation(h, "root.app.web"), incarnation(h, "root.app.worker"),
+      incarnation(h, "root.app.db")
+    local v2 = function(ctx) ctx:run("app", app("v2")) idle(ctx) end
+    local plan = apply(h, v1, v2)
+    assert.same({root = "reload", ["root.app"] = "reload", ["root.app.web"] = "keep",
+      ["root.app.worker"] = "keep", ["root.app.db"] = "keep"}, actions(plan))
+    assert.equal("its runnable changed", plan.steps[2].why)
+    assert.equal(web, incarnation(h, "root.app.web"))
+    assert.equal(worker, incarnation(h, "root.app.worker"))
+    assert.equal(db, incarnation(h, "root.app.db"))
+  end)
+
+  it("says in the plan and the event which part of a definition changed", function()
+    local h = new()
+    local function v(grace)
+      return function(ctx)
+        ctx:run("svc", function(c) idle(c) end, {shutdown = grace, policy = policy.exponential()})
+        idle(ctx)
+      end
+    end
+    local v1 = v(5)
+    h:start(v1)
+    local plan = apply(h, v1, v(6))
+    assert.same({dn = "root.svc", action = "restart", why = "its option shutdown changed"}, plan.steps[2])
+    local evs = h:events{dn = "root.svc", kind = "reload"}
+    assert.equal("restarted: its option shutdown changed", evs[#evs].reason)
+  end)
+
   it("carries failure history over: a node one failure from giving up gives up at the next", function()
     local h = new()
     local function tree(version)

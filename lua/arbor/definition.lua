@@ -231,4 +231,82 @@ function M.same(fn1, opts1, fn2, opts2)
   return M.of(fn1, opts1) == M.of(fn2, opts2)
 end
 
+-- ---- which part changed ---------------------------------------------------
+
+-- The runnables made by arbor.exec: what they were made of ({argv, opts}),
+-- to name the part of a definition that changed.
+local made_of = setmetatable({}, {__mode = "k"})
+
+--- exec(fn, argv, opts): fn is the runnable arbor.exec made of argv and
+-- opts.
+function M.exec(fn, argv, opts) made_of[fn] = {argv = argv, opts = opts or {}} end
+
+--- parts(fn, opts) -> {name = text}: the texts of the parts of a
+-- definition a message can name: an arbor.exec runnable's argv ("argv"),
+-- environment ("env") and each other option ("exec.NAME"), a Lua
+-- runnable as a whole ("runnable"), the node's policy ("policy") and each
+-- other option its parent gave ("node.NAME"). Plain data: it crosses a
+-- reexec in the state.
+function M.parts(fn, opts)
+  local out = {}
+  local made = made_of[fn]
+  if made then
+    out.argv = M.text(made.argv)
+    out.env = M.text(rawget(made.opts, "env"))
+    for k, v in next, made.opts do
+      if k ~= "env" and type(k) == "string" then out["exec." .. k] = M.text(v) end
+    end
+  else
+    out.runnable = M.text(fn)
+  end
+  if type(opts) == "table" then
+    for k, v in next, opts do
+      if type(k) == "string" then out[k == "policy" and "policy" or "node." .. k] = M.text(v) end
+    end
+  end
+  return out
+end
+
+local ORDER = {argv = 1, env = 2, runnable = 3, policy = 4}
+
+--- changed(old, new) -> "its argv and policy changed": what differs
+-- between two parts tables (M.parts), in words; "its runnable changed"
+-- when no part it names does (the code of the runnable, or of arbor.exec
+-- in another arbor version).
+function M.changed(old, new)
+  local names, options = {}, {}
+  local keys = {}
+  for k in next, old do keys[k] = true end
+  for k in next, new do keys[k] = true end
+  for k in next, keys do
+    if old[k] ~= new[k] then
+      local option = k:match("^exec%.(.*)") or k:match("^node%.(.*)")
+      if not option then
+        names[#names + 1] = k
+      elseif not options[option] then -- arbor.exec's min_uptime and ctx:run's
+        options[option] = true
+        options[#options + 1] = option
+      end
+    end
+  end
+  sort(names, function(a, b) return (ORDER[a] or 9) < (ORDER[b] or 9) end)
+  sort(options)
+  if #options == 1 then
+    names[#names + 1] = "option " .. options[1]
+  elseif #options > 1 then
+    names[#names + 1] = "options (" .. concat(options, ", ") .. ")"
+  end
+  if #names == 0 then return "its runnable changed" end
+  local last = table.remove(names)
+  if #names == 0 then return "its " .. last .. " changed" end
+  return "its " .. concat(names, ", ") .. " and " .. last .. " changed"
+end
+
+--- why(fn1, opts1, fn2, opts2) -> nil when the definitions are the same,
+-- else what changed in words (M.changed).
+function M.why(fn1, opts1, fn2, opts2)
+  if M.same(fn1, opts1, fn2, opts2) then return nil end
+  return M.changed(M.parts(fn1, opts1), M.parts(fn2, opts2))
+end
+
 return M

@@ -155,8 +155,8 @@ function M.build(live, root, opts)
   return e, errors, kept
 end
 
---- plan(live, new, old_root, new_root [, kept]) -> {steps = {{dn,
--- action}...}, whole = {dn = "restart"}, counts = {action = n}}: what
+--- plan(live, new, old_root, new_root [, kept]) -> {steps = {{dn, action,
+-- why}...}, whole = {dn = "restart"}, counts = {action = n}}: what
 -- applying the tree built on the engine `new` to the running engine `live`
 -- does; old_root and new_root: the root's definitions ({fn, opts}); kept:
 -- the DNs M.build found unchanged. Actions: keep, reload (a new
@@ -164,8 +164,8 @@ end
 function M.plan(live, new, old_root, new_root, kept)
   kept = kept or {}
   local steps, whole, counts = {}, {}, {}
-  local function add(dn, action)
-    steps[#steps + 1] = {dn = dn, action = action}
+  local function add(dn, action, why)
+    steps[#steps + 1] = {dn = dn, action = action, why = why}
     counts[action] = (counts[action] or 0) + 1
   end
   local function subtree(view, action)
@@ -177,12 +177,14 @@ function M.plan(live, new, old_root, new_root, kept)
     if not ov then return subtree(nv, "start") end
     local od = ov.dn == "root" and old_root or live:definition(ov.dn)
     local nd = nv.dn == "root" and new_root or new:definition(nv.dn)
-    local action
+    local action, why
     if forced then
-      action = "restart"
-    elseif kept[ov.dn] or definition.same(od.fn, od.opts, nd.fn, nd.opts) then
+      action, why = "restart", "its parent restarts"
+    elseif kept[ov.dn] then
       return subtree(ov, "keep")
     else
+      why = definition.why(od.fn, od.opts, nd.fn, nd.opts)
+      if not why then return subtree(ov, "keep") end
       local runs = ov.state == "NEW" or ov.state == "HEALTHY" or ov.state == "DONE"
       if runs and #ov.children > 0 and adoptable(live, ov, new, nv) then
         action = "reload"
@@ -191,7 +193,7 @@ function M.plan(live, new, old_root, new_root, kept)
         whole[ov.dn] = "restart"
       end
     end
-    add(ov.dn, action)
+    add(ov.dn, action, why)
     local old, fresh = children_by_name(ov), children_by_name(nv)
     for _, c in ipairs(nv.children) do walk(old[c.name], c, action == "restart") end
     for _, c in ipairs(ov.children) do
@@ -226,7 +228,9 @@ local function describe(r)
   end
   local out = {string.format("reload %s%s: %s (%.1f ms)", r.script,
     r.dry_run and " --dry-run (nothing done)" or "", table.concat(parts, ", "), r.seconds * 1000)}
-  for _, s in ipairs(r.steps) do out[#out + 1] = string.format("  %-8s %s", s.action, s.dn) end
+  for _, s in ipairs(r.steps) do
+    out[#out + 1] = string.format("  %-8s %s%s", s.action, s.dn, s.why and "  (" .. s.why .. ")" or "")
+  end
   if #r.unapplied > 0 then
     out[#out + 1] = "not applied (arbor.run options a reload does not change; restart arbor): "
       .. table.concat(r.unapplied, ", ")

@@ -25,8 +25,9 @@ local json = require "arbor.json"
 
 local M = {}
 
---- Seconds the new tree has to take its processes over, and the grace of
--- one it does not take over (SIGTERM, then SIGKILL).
+--- Seconds the new tree has to take its processes over; the grace of one
+-- it does not take over when the state does not say its own (an arbor
+-- before issue 25's did not).
 M.ADOPT_SECONDS, M.STOP_GRACE = 10, 10
 
 -- The runnables arbor.exec made: their processes can be taken over (a Lua
@@ -34,8 +35,12 @@ M.ADOPT_SECONDS, M.STOP_GRACE = 10, 10
 -- its own again).
 local exec_runnables = setmetatable({}, {__mode = "k"})
 
---- mark_exec(fn): fn is an arbor.exec runnable.
-function M.mark_exec(fn) exec_runnables[fn] = true end
+--- mark_exec(fn, argv, opts): fn is the arbor.exec runnable of argv and
+-- opts.
+function M.mark_exec(fn, argv, opts)
+  exec_runnables[fn] = true
+  definition.exec(fn, argv, opts)
+end
 
 -- ---- runtime swaps across the exec ----------------------------------------
 
@@ -159,6 +164,7 @@ function M.reexec(running, opts)
     local d = e:definition(rec.dn)
     rec.exec = exec_runnables[d.fn] == true
     rec.definition = definition.of(d.fn, d.opts)
+    rec.parts = rec.exec and definition.parts(d.fn, d.opts) or nil
     rec.healthy_for = state.nodes[rec.dn] and state.nodes[rec.dn].healthy_for
     state.procs[#state.procs + 1] = rec
   end
@@ -198,27 +204,83 @@ function M.load(fd)
   return state
 end
 
---- stop(e, rec): a process of the state the new tree does not take over:
--- its group is stopped (SIGTERM now, SIGKILL after STOP_GRACE) and reaped
--- (then rec.gone is true).
-function M.stop(e, rec)
+--- Bytes of a stopping process's output the root's log takes; what
+-- comes beyond is counted, and the count logged.
+M.STOP_OUTPUT = 65536
+
+-- Reads what the stopping process rec wrote (its stdout and stderr read
+-- ends, rec.fds[1] and [2]) and logs it on the root, line by line;
+-- final: also a last partial line, and the count of what was not logged.
+local function drain(e, rec, final)
+  for i = 1, 2 do
+    local fd = rec.fds[i]
+    while fd and fd >= 0 do
+      local data = core.drain_fd(fd)
+      if not data or data == "" then break end
+      rec.pending = (rec.pending or "") .. data
+    end
+  end
+  local text = rec.pending or ""
+  local last = 1
+  for line, at in text:gmatch("([^\n]*)\n()") do
+    last = at
+    if (rec.logged or 0) + #line <= M.STOP_OUTPUT then
+      rec.logged = (rec.logged or 0) + #line
+      e:log_root(string.format("reexec: %s (pid %d, stopping): %s", rec.dn, rec.pid, line))
+    else
+      rec.dropped = (rec.dropped or 0) + 1
+    end
+  end
+  rec.pending = text:sub(last)
+  if #rec.pending > M.STOP_OUTPUT then -- no newline: not kept whole
+    rec.dropped, rec.pending = (rec.dropped or 0) + 1, ""
+  end
+  if final then
+    if rec.pending ~= "" then
+      e:log_root(string.format("reexec: %s (pid %d, stopping): %s", rec.dn, rec.pid, rec.pending))
+    end
+    if rec.dropped then
+      e:log_root(string.format("reexec: %s (pid %d): %d line(s) of its output while it stopped "
+        .. "not logged (beyond %d bytes)", rec.dn, rec.pid, rec.dropped, M.STOP_OUTPUT))
+    end
+  end
+end
+
+--- stop(e, rec, why): a process of the state the new tree does not take
+-- over (why: the reason, "its policy changed"): its group is stopped as
+-- its node stopped it, with its own stop signal now and SIGKILL after its
+-- own grace, and reaped (then rec.gone is true). The root's log says so,
+-- and takes what it writes meanwhile (its pipes stay open until it is
+-- gone: a program shutting down must not die of SIGPIPE).
+function M.stop(e, rec, why)
   local uv = require "luv"
-  core.signal_group(rec.pid, 15)
+  local sig = math.type(rec.stop_signal) == "integer" and rec.stop_signal or 15
+  local grace = type(rec.grace) == "number" and rec.grace >= 0 and rec.grace or M.STOP_GRACE
+  core.signal_group(rec.pid, sig)
   core.signal_group(rec.pid, 18) -- SIGCONT
-  for _, fd in ipairs(rec.fds) do core.close_fd(fd) end
+  core.close_fd(rec.fds[3]) -- the write ends: the read ends see the end
+  core.close_fd(rec.fds[4]) -- once the group is gone
   if rec.note >= 0 then core.close_fd(rec.note) end
   if rec.sd >= 0 then core.close_fd(rec.sd) end
-  e:log_root(string.format("reexec: %s (pid %d) was not taken over by the new tree: stopped",
-    rec.dn, rec.pid))
+  e:log_root(string.format("reexec: %s: not taken over: %s; pid %d stopped (%s, SIGKILL after %g s)",
+    rec.dn, why or "not taken over by the new tree", rec.pid,
+    rec.signal or ("signal " .. sig), grace))
   local t, waited = uv.new_timer(), 0
   t:start(100, 100, function()
     waited = waited + 0.1
     if core.reap(rec.pid) then
+      drain(e, rec, true)
+      core.close_fd(rec.fds[1])
+      core.close_fd(rec.fds[2])
       rec.gone = true
       t:close()
       return
     end
-    if waited >= M.STOP_GRACE then core.signal_group(rec.pid, 9) end
+    drain(e, rec)
+    if waited >= grace and not rec.killed then
+      rec.killed = true
+      core.signal_group(rec.pid, 9)
+    end
   end)
 end
 
@@ -239,7 +301,8 @@ function M.start(e, state)
       procs[rec.dn] = procs[rec.dn] or {}
       table.insert(procs[rec.dn], rec)
     else -- a Lua runnable's own (ctx:exec): it starts again, and them too
-      M.stop(e, rec)
+      M.stop(e, rec, "a Lua runnable's process (ctx:exec): the runnable starts again, "
+        .. "and starts its own")
     end
   end
   for _, list in pairs(procs) do -- the oldest first: the program, not a
@@ -259,7 +322,10 @@ function M.start(e, state)
     e:node_filter(nil)
     for dn, list in pairs(procs) do
       procs[dn] = nil
-      for _, rec in ipairs(list) do M.stop(e, rec) end
+      for _, rec in ipairs(list) do
+        M.stop(e, rec, string.format("its node did not take it over within %d s "
+          .. "(the new script does not make it, or does not run it)", M.ADOPT_SECONDS))
+      end
     end
   end)
 end
@@ -276,16 +342,24 @@ end
 
 --- take(ctx, e) -> record | nil, old: the process the arbor before ran for
 -- ctx's node (on engine e), when the node's definition is the same; else
--- nil and the old record, whose process is being stopped. Taken once.
+-- nil and the old record, whose process is being stopped (the root's log
+-- says which part of the definition changed). Taken once.
 function M.take(ctx, e)
   local list = procs[ctx.dn]
   if not list then return nil end
   procs[ctx.dn] = nil
   local rec = table.remove(list, 1)
-  for _, other in ipairs(list) do M.stop(e, other) end -- a probe's
+  for _, other in ipairs(list) do -- a probe's
+    M.stop(e, other, "a probe's process: the node runs its probes again")
+  end
   local d = e:definition(ctx.dn)
   if d and definition.of(d.fn, d.opts) == rec.definition then return rec end
-  M.stop(e, rec)
+  local why = "its node is gone"
+  if d then
+    why = type(rec.parts) == "table" and definition.changed(rec.parts, definition.parts(d.fn, d.opts))
+      or "its definition changed"
+  end
+  M.stop(e, rec, why)
   return nil, rec
 end
 

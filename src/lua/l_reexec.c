@@ -220,6 +220,25 @@ static int l_exec(lua_State *L) {
   return arbor_push_errno(L, -err, "exec %s", path);
 }
 
+/* core.drain_fd(fd) -> data | "" | nil: what the pipe fd holds now,
+   without waiting ("" when nothing, nil at its end or on an error): the
+   output of a process being stopped after a reexec, read so that its
+   writes never meet a closed pipe (SIGPIPE) while it shuts down. */
+static int l_drain_fd(lua_State *L) {
+  int fd = (int)luaL_checkinteger(L, 1);
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0) return 0;
+  if (!(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  char buf[16384];
+  ssize_t r;
+  while ((r = read(fd, buf, sizeof buf)) < 0 && errno == EINTR) {
+  }
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) r = 0;
+  else if (r <= 0) return 0;
+  lua_pushlstring(L, buf, (size_t)r);
+  return 1;
+}
+
 /* core.self_argv() -> {arg...}: this process's command line. */
 static int l_self_argv(lua_State *L) {
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -299,6 +318,7 @@ void arbor_open_reexec(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"memfd", l_memfd},         {"read_fd", l_read_fd},
       {"exec", l_exec},           {"self_argv", l_self_argv},
+      {"drain_fd", l_drain_fd},
       {"self_exe", l_self_exe},   {"signal_group", l_signal_group},
       {"reap", l_reap},           {"close_fd", l_close_fd},
       {"cloexec", l_cloexec},

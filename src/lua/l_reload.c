@@ -34,9 +34,14 @@ static void push_old(lua_State *L, pnode *c) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->opts_ref);
 }
 
+/* What changed in the child arbor_reload_changed found changed last ("its
+   argv changed"), for the event of arbor_reload_restart, which follows it
+   for the same child. */
+static arbor_str *changed_why;
+
 int arbor_reload_changed(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
   fn_idx = lua_absindex(L, fn_idx);
-  push_definition_fn(L, "same");
+  push_definition_fn(L, "why");
   push_old(L, c);
   lua_pushvalue(L, fn_idx);
   if (opts_idx)
@@ -44,9 +49,16 @@ int arbor_reload_changed(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
   else
     lua_pushnil(L);
   lua_call(L, 4, 1);
-  int same = lua_toboolean(L, -1);
+  int changed = lua_isstring(L, -1);
+  arbor_str_unref(changed_why);
+  changed_why = NULL;
+  if (changed) {
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    changed_why = arbor_str_new(s, len);
+  }
   lua_pop(L, 1);
-  return !same;
+  return changed;
 }
 
 void arbor_reload_filter(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
@@ -92,8 +104,11 @@ void arbor_reload_restart(lua_State *L, pnode *c) {
   int r = restarts_whole(L, c) ? arbor_engine_restart(e, c, &err)
                                : arbor_engine_reload(e, c, &err);
   if (r == 0) {
-    static arbor_str why = ARBOR_STR_STATIC("restarted: definition changed");
-    arbor_engine_event(e, c, ARBOR_EV_RELOAD, &why);
+    arbor_str *why = arbor_str_fmt("restarted: %s",
+                                   changed_why ? changed_why->s
+                                               : "definition changed");
+    arbor_engine_event(e, c, ARBOR_EV_RELOAD, why);
+    arbor_str_unref(why);
   } else if (r < 0) {
     arbor_str *why = arbor_str_fmt("not restarted: %s", err);
     arbor_engine_event(e, c, ARBOR_EV_RELOAD, why);
