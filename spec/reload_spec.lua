@@ -467,3 +467,66 @@ describe("reading a script again", function()
     assert.equal("the script neither called arbor.run nor returned a root runnable", err)
   end)
 end)
+
+describe("reading a script and building its tree within a bound (issue 25)", function()
+  local core = require "arbor.core"
+  local WHAT = "it ran %d ms without yielding (limit %d ms)"
+
+  it("gives what the call returns when it returns in time", function()
+    assert.same({true, 1, nil, 3}, {core.bounded(1, WHAT, function(a, b) return a, nil, b end, 1, 3)})
+    local ok, err, passed = core.bounded(1, WHAT, function() error("bad", 0) end)
+    assert.same({false, "bad", false}, {ok, err, passed})
+  end)
+
+  it("stops a loop, also inside pcall and inside a coroutine", function()
+    for _, fn in ipairs{
+      function() while true do end end,
+      function() while true do pcall(function() while true do end end) end end,
+      function() coroutine.wrap(function() while true do end end)() end,
+    } do
+      local ok, err, passed = core.bounded(0.2, WHAT, fn)
+      assert.is_false(ok)
+      assert.is_true(passed)
+      assert.matches("^it ran %d+ ms without yielding %(limit 200 ms%)$", err)
+    end
+    -- and leaves no hook behind
+    assert.same({true, 7}, {core.bounded(0.2, WHAT, function() return 7 end)})
+    local co = coroutine.create(function() for _ = 1, 1e6 do end return "done" end)
+    assert.same({true, "done"}, {coroutine.resume(co)})
+  end)
+
+  it("interrupts a call blocked in the kernel: opening a FIFO nobody writes", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir .. " && mkfifo " .. dir .. "/fifo"))
+    finally(function() os.execute("rm -rf " .. dir) end)
+    local ok, err, passed = core.bounded(0.2, WHAT, function()
+      local f = io.open(dir .. "/fifo")
+      return f and f:read("a")
+    end)
+    assert.is_false(ok)
+    assert.is_true(passed)
+    assert.matches("without yielding", err)
+  end)
+
+  it("a tree whose build runs longer than the bound is not built further", function()
+    local os_clock = os.clock
+    local root = function(ctx)
+      ctx:run("busy", function(c)
+        c:signal("healthy")
+        while true do -- 20 ms of CPU per virtual millisecond
+          local t = os_clock() + 0.02
+          repeat until os_clock() > t
+          c:sleep(0.001)
+        end
+      end)
+      ctx:signal("healthy")
+      ctx:wait()
+    end
+    local e, errors = cli.build(root, {}, nil, 0.3)
+    cli.close_built(e)
+    assert.equal(1, #errors)
+    assert.is_true(errors[1].passed)
+    assert.matches("^building its tree ran %d+ ms without yielding %(limit 300 ms%)$", errors[1].reason)
+  end)
+end)

@@ -136,14 +136,15 @@ local function stand_in(opts)
   return function(ctx) ctx:signal("healthy") ctx:wait() end
 end
 
---- build(live, root, opts) -> engine, errors, kept: the new tree of root
--- and opts built on a check engine (arbor.cli.build), where every node
+--- build(live, root, opts [, limit]) -> engine, errors, kept: the new
+-- tree of root and opts built on a check engine (arbor.cli.build, within
+-- limit seconds when given), where every node
 -- whose running counterpart in the engine `live` has the same definition,
 -- or is a job its parent's coordinator finished with (it does not run
 -- again in this incarnation of its parent), runs a stand-in, not its code:
 -- a migration a reload keeps does not run to build the plan; kept: those
 -- DNs.
-function M.build(live, root, opts)
+function M.build(live, root, opts, limit)
   local kept = {}
   local e, errors = cli.build(root, opts, function(dn, fn, o)
     local d = live:definition(dn)
@@ -151,7 +152,7 @@ function M.build(live, root, opts)
       kept[dn] = true
       return stand_in(o)
     end
-  end)
+  end, limit)
   return e, errors, kept
 end
 
@@ -218,6 +219,19 @@ end
 
 -- ---- reload -------------------------------------------------------------------
 
+--- Seconds a reload may read the script, and then build its tree, when
+-- the tree has no runaway limit (arbor.run's runaway = 0).
+M.DEFAULT_BUDGET = 10
+
+--- budget(e) -> seconds: how long reading the script, and then building
+-- its tree, may hold the loop of the engine e: its runaway limit
+-- (arbor.run's `runaway`, 10 s by default), else M.DEFAULT_BUDGET. Past
+-- it the reload fails and the tree runs on untouched.
+function M.budget(e)
+  local r = e:runaway()
+  return r > 0 and r or M.DEFAULT_BUDGET
+end
+
 local ORDER = {"keep", "reload", "restart", "stop", "start"}
 
 -- The plan and what was not applied, as text.
@@ -256,16 +270,24 @@ function M.reload(opts)
   if e:reloading() then
     return nil, "reload: a reload is under way (its nodes are still adopting their children)"
   end
-  local root, ropts = M.load(running.script, running.args)
+  local limit = M.budget(e)
+  local ok, root, ropts = core.bounded(limit, "the script ran %d ms without yielding (limit %d ms)",
+    M.load, running.script, running.args)
+  capture = nil -- a load stopped at its bound did not unwind it
+  if not ok then root, ropts = nil, root end
   if not root then
-    return nil, string.format("reload %s: not applied, the running tree is unchanged: %s",
+    return nil, string.format("reload %s: not applied: %s; the running tree is unchanged",
       running.script, ropts)
   end
-  local check, errors, kept = M.build(e, root, ropts)
+  local check, errors, kept = M.build(e, root, ropts, limit)
   if #errors > 0 then
     cli.close_built(check)
-    local out = {string.format("reload %s: not applied, the running tree is unchanged: "
-      .. "the new tree met %d error(s) (arbor check %s shows them):", running.script, #errors,
+    if #errors == 1 and errors[1].passed then
+      return nil, string.format("reload %s: not applied: %s; the running tree is unchanged",
+        running.script, errors[#errors].reason)
+    end
+    local out = {string.format("reload %s: not applied: the new tree met %d error(s) "
+      .. "(arbor check %s shows them); the running tree is unchanged:", running.script, #errors,
       running.script)}
     for _, x in ipairs(errors) do out[#out + 1] = string.format("  %s: %s", x.dn, x.reason) end
     return nil, table.concat(out, "\n")
