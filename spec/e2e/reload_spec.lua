@@ -112,6 +112,28 @@ describe("reload", function()
     assert.matches("--dry-run is an option of reload", out, 1, true)
   end)
 
+  it("refuses a request whose dry_run is not a boolean, naming the field, and changes nothing", function()
+    local client = require "arbor.client"
+    local before = start{}
+    script(e.dir .. "/sup.lua", {change = "2001"})
+    for _, bad in ipairs{"true", 1, {}} do
+      local conn = assert(client.open(e.sock))
+      local r = assert(conn:request({op = "reload", dry_run = bad}))
+      conn:close()
+      assert.is_false(r.ok)
+      assert.equal("dry_run", r.field)
+      assert.matches("^reload: field 'dry_run' must be a boolean, got ", r.error)
+    end
+    local conn = assert(client.open(e.sock))
+    local r = assert(conn:request({op = "reload", dryrun = true}))
+    conn:close()
+    assert.is_false(r.ok)
+    assert.equal("reload: unknown field 'dryrun' (the fields of reload: dry_run, json)", r.error)
+    assert.same(before, pids())
+    local _, events = ctl("events -n 1000")
+    assert.is_nil(events:find("reload", 1, true))
+  end)
+
   it("a script that fails to load or to build leaves the tree running as it was", function()
     local before = start{}
     local path = e.dir .. "/sup.lua"
