@@ -114,42 +114,104 @@ local function apply_overrides(e, dn, o)
   if not ok then e:log_root(string.format("reexec: a runtime swap of %s: %s", dn, tostring(err))) end
 end
 
-local function shell_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+--- Seconds `BINARY --version` has to answer.
+M.VERSION_SECONDS = 2
+--- Bytes of its answer read (the rest is not).
+local VERSION_BYTES = 65536
 
--- The format of the state binary reads, from its --version; nil, why.
-local function binary_format(binary)
-  local p = io.popen(shell_quote(binary) .. " --version 2>&1")
-  if not p then return nil, "cannot run " .. binary end
-  local out = p:read("a")
-  local ok = p:close()
-  local first = out:match("^[^\n]*")
-  if not ok then return nil, string.format("%s --version failed: %s", binary, first) end
-  if not out:match("^arbor ") then
-    return nil, string.format("%s is not an arbor (its --version says: %s)", binary, first)
+-- What `binary --version` says: done(format, version) | done(nil, why).
+-- It runs off the loop, a process of its own (its own group, killed with
+-- what it started when it does not answer within M.VERSION_SECONDS).
+local function binary_format(binary, done)
+  local uv = require "luv"
+  local pipes = {uv.new_pipe(false), uv.new_pipe(false)}
+  local text = {"", ""} -- its stdout, its stderr
+  local timer = uv.new_timer()
+  local handle, pid, status
+  local pending, finished = 3, false -- the exit, and the end of both pipes
+  local function finish(why)
+    if finished then return end
+    finished = true
+    timer:close()
+    for _, p in ipairs(pipes) do
+      if not p:is_closing() then p:close() end
+    end
+    if why then return done(nil, why) end
+    local out = text[1] ~= "" and text[1] or text[2]
+    local first = out:match("^[^\n]*")
+    if status ~= 0 then
+      return done(nil, string.format("%s --version failed: %s", binary,
+        first ~= "" and first or "exit status " .. tostring(status)))
+    end
+    if not out:match("^arbor ") then
+      return done(nil, string.format("%s is not an arbor (its --version says: %s)", binary, first))
+    end
+    local fmt = tonumber(out:match("reexec state format (%d+)"))
+    if not fmt then return done(nil, binary .. " cannot take a tree over (no reexec state format)") end
+    return done(fmt, out:match("^arbor (%S+)"))
   end
-  local fmt = tonumber(out:match("reexec state format (%d+)"))
-  if not fmt then return nil, binary .. " cannot take a tree over (no reexec state format)" end
-  return fmt, out:match("^arbor (%S+)")
+  local function step()
+    pending = pending - 1
+    if pending == 0 then finish() end
+  end
+  handle, pid = uv.spawn(binary, {args = {"--version"}, stdio = {nil, pipes[1], pipes[2]},
+    detached = true}, function(code, signal)
+    status = signal ~= 0 and "signal " .. signal or code
+    handle:close()
+    step()
+  end)
+  if not handle then
+    for _, p in ipairs(pipes) do p:close() end
+    timer:close()
+    return done(nil, string.format("%s --version failed: %s", binary, tostring(pid)))
+  end
+  for i, p in ipairs(pipes) do
+    p:read_start(function(_, data)
+      if data then
+        if #text[i] < VERSION_BYTES then text[i] = text[i] .. data end
+      else
+        step()
+      end
+    end)
+  end
+  timer:start(math.floor(M.VERSION_SECONDS * 1000), 0, function()
+    if not status then core.signal_group(pid, 9) end
+    finish(string.format("%s --version did not answer within %g s", binary, M.VERSION_SECONDS))
+  end)
 end
 
---- reexec(running, {binary = path}) -> nil, err: replaces this arbor by
--- binary (default: the file it runs) with the same command line; returns
--- only when that could not start (the tree runs on, as it was). running:
--- arbor.reload's record of the arbor.run in progress.
-function M.reexec(running, opts)
-  opts = opts or {}
+-- Calls fn once the loop went through one poll for I/O after now (an
+-- idle handle keeps that poll from waiting): a signal that libuv's handler
+-- took before core.hold_signals is handled by then.
+local function after_a_poll(fn)
+  local uv = require "luv"
+  local idle, prepare, check = uv.new_idle(), uv.new_prepare(), uv.new_check()
+  local polled = false
+  idle:start(function() end)
+  prepare:start(function() polled = true end)
+  check:start(function()
+    if not polled then return end
+    idle:close()
+    prepare:close()
+    check:close()
+    fn()
+  end)
+end
+
+-- Why a reexec cannot be done now, or nil.
+local function refused(running)
   local e = running.e
   if not running.script then
-    return nil, "reexec: no script to load again (run the tree with `arbor run SCRIPT`)"
+    return "reexec: no script to load again (run the tree with `arbor run SCRIPT`)"
   end
-  if e:reloading() then return nil, "reexec: a reload is under way" end
-  local binary = opts.binary or core.self_exe()
-  local fmt, version = binary_format(binary)
-  if not fmt then return nil, "reexec: " .. version end
-  if fmt < core.state_format then
-    return nil, string.format("reexec: %s reads the state format %d, this arbor writes %d "
-      .. "(an older arbor cannot take this tree over)", binary, fmt, core.state_format)
-  end
+  if e:reloading() then return "reexec: a reload is under way" end
+  if e:stopping() then return "reexec: the tree is stopping" end
+end
+
+-- The exec itself: the state into a memfd, then binary (arbor `version`)
+-- in place of this process. Returns why only when that could not be done.
+local function exec(running, binary, version)
+  local e = running.e
   local state = {format = core.state_format, from = core.version, now = e:now(),
     script = running.script, args = running.args, nodes = {}, procs = {},
     guard = core.guard_export()}
@@ -169,10 +231,13 @@ function M.reexec(running, opts)
     state.procs[#state.procs + 1] = rec
   end
   local fd, err = core.memfd("arbor-state", json.encode(state))
-  if not fd then return nil, "reexec: " .. err end
-  core.log_sync(e) -- the log files' writer thread does not cross the exec
-  local _, xerr = core.exec(binary, core.self_argv(), "ARBOR_RESTORE_FD", tostring(fd))
-  core.close_fd(fd) -- the exec failed: what was kept open for it is not any more
+  local xerr = err
+  if fd then
+    core.log_sync(e) -- the log files' writer thread does not cross the exec
+    local _
+    _, xerr = core.exec(binary, core.self_argv(), "ARBOR_RESTORE_FD", tostring(fd))
+    core.close_fd(fd) -- the exec failed: what was kept open for it is not any more
+  end
   for _, rec in ipairs(state.procs) do
     for _, d in ipairs(rec.fds) do core.cloexec(d) end
     core.cloexec(rec.note)
@@ -182,8 +247,45 @@ function M.reexec(running, opts)
     core.cloexec(state.guard.sock)
     core.cloexec(state.guard.table)
   end
-  return nil, string.format("reexec: %s (arbor %s): %s; the tree runs on", binary,
+  return string.format("reexec: %s (arbor %s): %s; the tree runs on", binary,
     tostring(version), xerr)
+end
+
+local under_way -- a reexec checks its binary
+
+--- reexec(running, {binary = path}, reply): replaces this arbor by binary
+-- (default: the file it runs) with the same command line. running:
+-- arbor.reload's record of the arbor.run in progress. The binary's
+-- `--version` runs off the loop first (M.VERSION_SECONDS); then the stop
+-- signals are held (core.hold_signals: one that comes until the new arbor
+-- handles signals waits for it, as the blocked mask and pending signals
+-- cross execve) and, one poll of the loop later, arbor execs. reply(err)
+-- is called only when that could not be done: the tree runs on, as it was.
+function M.reexec(running, opts, reply)
+  opts = opts or {}
+  local why = refused(running) or (under_way and "reexec: a reexec is under way")
+  if why then return reply(why) end
+  under_way = true
+  local binary = opts.binary or core.self_exe()
+  binary_format(binary, function(fmt, version)
+    if not fmt then
+      under_way = nil
+      return reply("reexec: " .. version .. "; the tree runs on")
+    end
+    if fmt < core.state_format then
+      under_way = nil
+      return reply(string.format("reexec: %s reads the state format %d, this arbor writes %d "
+        .. "(an older arbor cannot take this tree over); the tree runs on", binary, fmt,
+        core.state_format))
+    end
+    core.hold_signals()
+    after_a_poll(function()
+      local err = refused(running) or exec(running, binary, version)
+      core.release_signals() -- what came meanwhile is handled here now
+      under_way = nil
+      reply(err)
+    end)
+  end)
 end
 
 -- ---- the new arbor ------------------------------------------------------------

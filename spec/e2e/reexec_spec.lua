@@ -431,3 +431,125 @@ describe("reexec of a real stack", function()
     assert.matches("root.app.web%s+reload: restarted: its env changed", events)
   end)
 end)
+
+-- Issue 25: the version check of the binary runs off the loop with a
+-- deadline, and no signal that comes while arbor replaces itself kills it.
+describe("reexec under signals", function()
+  local dir, pid
+  after_each(function()
+    if pid then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+    os.execute(support.plain .. "pkill -9 -f " .. q(dir) .. " 2>/dev/null")
+    os.execute("rm -rf " .. q(dir))
+    pid = nil
+  end)
+
+  local function ctl(args)
+    return sh("timeout 60 " .. bin .. " ctl " .. q(dir .. "/ctl.sock") .. " " .. args)
+  end
+
+  -- dn -> pid of the three services, once they run
+  local function pids()
+    local code, out = ctl("status --json")
+    if code ~= 0 then return nil end
+    local t, n = {}, 0
+    for _, row in ipairs(json.decode(out).table) do
+      if row.pid and row.state == "HEALTHY" then t[row.dn], n = row.pid, n + 1 end
+    end
+    return n == 3 and t or nil
+  end
+
+  -- The stack (nginx-like services with stop_signal QUIT), run by a shell
+  -- that writes arbor's exit status to DIR/status. Each time a new arbor
+  -- loads the script (not a reload's reading) it adds a line to
+  -- DIR/loads, then, while DIR/slow exists, spins half a second: the
+  -- window before the new arbor handles signals, made wide.
+  local function start()
+    dir = support.mktemp()
+    stack(dir)
+    local script = read(dir .. "/stack.lua")
+    local f = assert(io.open(dir .. "/stack.lua", "w"))
+    f:write(string.format([[
+if not require("arbor.reload").capturing() then
+  local dir = %q
+  local f = io.open(dir .. "/loads", "a") f:write("x\n") f:close()
+  if io.open(dir .. "/slow") then
+    local t = os.clock() + 0.5
+    repeat until os.clock() > t
+  end
+end
+]], dir) .. script)
+    f:close()
+    os.execute(string.format("ARBOR_LUA_DIR=%s sh -c '%s run --control %s %s > %s/out 2> %s/err & "
+      .. "echo $! > %s/pid; wait $!; echo $? > %s/status' >/dev/null 2>&1 &", q(lua_dir), bin,
+      q(dir .. "/ctl.sock"), q(dir .. "/stack.lua"), q(dir), q(dir), q(dir), q(dir)))
+    poll(function() return read(dir .. "/pid") end, "arbor to start")
+    pid = tonumber(read(dir .. "/pid"))
+    poll(pids, "the stack to run")
+    return pids()
+  end
+
+  local function loads() return select(2, (read(dir .. "/loads") or ""):gsub("\n", "")) end
+
+  it("refuses a binary whose --version does not answer within 2 s, serving meanwhile", function()
+    local before = start()
+    local fake = dir .. "/stuck-arbor"
+    local f = assert(io.open(fake, "w"))
+    f:write("#!/bin/sh\nexec sleep 1234\n")
+    f:close()
+    os.execute("chmod +x " .. q(fake))
+    os.execute(string.format("(%s ctl %s reexec --binary %s > %s/reexec.out 2>&1; echo $? > %s/reexec.code) &",
+      bin, q(dir .. "/ctl.sock"), q(fake), q(dir), q(dir)))
+    local checker
+    poll(function()
+      checker = tonumber(support.capture(support.plain .. "pgrep -f '^sleep 1234$'"):match("%d+"))
+      return checker
+    end, "the version check to run")
+    finally(function() os.execute("kill -9 " .. checker .. " 2>/dev/null") end)
+    -- the loop serves while the binary does not answer
+    local code, out = sh("timeout 1 " .. bin .. " ctl " .. q(dir .. "/ctl.sock") .. " status")
+    assert.equal(0, code, out)
+    poll(function() return read(dir .. "/reexec.code") end, "the reexec's answer")
+    assert.equal("1\n", read(dir .. "/reexec.code"))
+    assert.equal("arbor ctl reexec: reexec: " .. fake .. " --version did not answer within 2 s; "
+      .. "the tree runs on\n", read(dir .. "/reexec.out"))
+    poll(function() return not alive(checker) end, "the version check's process to be gone")
+    assert.same(before, pids())
+    assert.equal(pid, json.decode(select(2, ctl("status --json"))).pid)
+  end)
+
+  it("survives SIGHUP, SIGUSR1 and SIGUSR2 sent throughout three reexecs", function()
+    local before = start()
+    local storm = dir .. "/storm"
+    os.execute(string.format("sh -c 'while [ -e %s ]; do kill -HUP %d; kill -USR1 %d; kill -USR2 %d; "
+      .. "sleep 0.005; done' >/dev/null 2>&1 &", q(storm), pid, pid, pid))
+    local f = assert(io.open(storm, "w"))
+    f:close()
+    os.execute("touch " .. q(dir .. "/slow"))
+    for i = 1, 3 do
+      local code, out = ctl("reexec")
+      assert.equal(0, code, "reexec " .. i .. ": " .. out .. (read(dir .. "/err") or ""))
+      assert.is_nil(read(dir .. "/status"), "arbor exited")
+    end
+    os.remove(storm)
+    assert.equal(4, loads())
+    poll(pids, "the stack")
+    assert.same(before, pids())
+    assert.is_true(alive(pid))
+    assert.is_nil(read(dir .. "/status"))
+  end)
+
+  it("a SIGTERM that comes while the new arbor loads stops the tree in order", function()
+    local before = start()
+    os.execute("touch " .. q(dir .. "/slow"))
+    os.execute(string.format("%s ctl %s reexec > /dev/null 2>&1 &", bin, q(dir .. "/ctl.sock")))
+    poll(function() return loads() == 2 end, "the new arbor to load the script")
+    os.execute("kill -TERM " .. pid)
+    poll(function() return read(dir .. "/status") end, "arbor to exit")
+    assert.equal("0\n", read(dir .. "/status"), read(dir .. "/err"))
+    for dn, p in pairs(before) do
+      local name = dn:match("[^.]+$")
+      assert.equal(name == "db" and "INT\n" or "QUIT\n", read(dir .. "/" .. name .. "." .. p), dn)
+    end
+    assert.matches("SIGTERM: stopping the tree", read(dir .. "/err"), 1, true)
+  end)
+end)

@@ -371,16 +371,15 @@ op("reload", {dry_run = "boolean"}, function(S, cid, rid, req)
 end)
 
 -- reexec: arbor replaces itself (same pid) and the new one takes the tree
--- over; this returns only when that could not start. The connection ends
--- with the exec: the client reconnects (arbor.client).
+-- over; the reply comes only when that could not be done (the binary's
+-- version is checked off the loop first). The connection ends with the
+-- exec: the client reconnects (arbor.client).
 op("reexec", {binary = "string"}, function(S, cid, rid, req)
-  if req.binary ~= nil and type(req.binary) ~= "string" then
-    return S.fail(cid, rid, "reexec: binary must be a path")
-  end
   local current = require("arbor.reload").current()
   if not current then return S.fail(cid, rid, "reexec: no tree is running") end
-  local _, err = require("arbor.restore").reexec(current, {binary = req.binary})
-  S.fail(cid, rid, err)
+  require("arbor.restore").reexec(current, {binary = req.binary}, function(err)
+    S.fail(cid, rid, err)
+  end)
 end)
 
 -- ---- seeing and signalling services (`arbor ctl explain|start|signal`) ----
