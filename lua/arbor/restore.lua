@@ -291,6 +291,8 @@ end
 -- ---- the new arbor ------------------------------------------------------------
 
 local nodes, procs = {}, {} -- the state's, by DN, until taken (procs: lists)
+local stopping = {}          -- records M.stop stops, until they are gone
+local adopt_timer            -- ends the takeover (M.start)
 
 --- load(fd) -> state | nil, err: the state the arbor before handed over.
 function M.load(fd)
@@ -356,6 +358,7 @@ end
 -- gone: a program shutting down must not die of SIGPIPE).
 function M.stop(e, rec, why)
   local uv = require "luv"
+  stopping[rec] = true
   local sig = math.type(rec.stop_signal) == "integer" and rec.stop_signal or 15
   local grace = type(rec.grace) == "number" and rec.grace >= 0 and rec.grace or M.STOP_GRACE
   core.signal_group(rec.pid, sig)
@@ -375,6 +378,7 @@ function M.stop(e, rec, why)
       core.close_fd(rec.fds[1])
       core.close_fd(rec.fds[2])
       rec.gone = true
+      stopping[rec] = nil
       t:close()
       return
     end
@@ -418,9 +422,10 @@ function M.start(e, state)
     if rec.overrides then apply_overrides(e, dn, rec.overrides) end
   end)
   local uv = require "luv"
-  local t = uv.new_timer()
-  t:start(M.ADOPT_SECONDS * 1000, 0, function()
-    t:close()
+  adopt_timer = uv.new_timer()
+  adopt_timer:start(M.ADOPT_SECONDS * 1000, 0, function()
+    adopt_timer:close()
+    adopt_timer = nil
     e:node_filter(nil)
     for dn, list in pairs(procs) do
       procs[dn] = nil
@@ -430,6 +435,32 @@ function M.start(e, state)
       end
     end
   end)
+end
+
+--- finish(e): the tree of engine e stopped (arbor.run returns): the
+-- processes of the state no node took over (the stop came first) are
+-- stopped now, each with its own stop signal and grace, and waited for,
+-- as are those being stopped, so that none is killed by the guard when
+-- arbor exits.
+function M.finish(e)
+  local uv = require "luv"
+  if adopt_timer then
+    adopt_timer:close()
+    adopt_timer = nil
+  end
+  for dn, list in pairs(procs) do
+    procs[dn] = nil
+    for _, rec in ipairs(list) do
+      M.stop(e, rec, "the tree stopped before its node took it over")
+    end
+  end
+  local longest = 0
+  for rec in pairs(stopping) do
+    local grace = type(rec.grace) == "number" and rec.grace or M.STOP_GRACE
+    if grace > longest then longest = grace end
+  end
+  local deadline = uv.now() + (longest + 1) * 1000
+  while next(stopping) and uv.now() < deadline do uv.run("once") end
 end
 
 --- root(e, state): the root's counters (the engine made it without the filter).

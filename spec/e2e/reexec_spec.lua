@@ -309,7 +309,7 @@ while :; do sleep 0.05; done
 ]]
 
 -- The stack's script; o: {mode (web's env), worker_policy (Lua source),
--- tag (app's code)}.
+-- tag (app's code), late (db is made a second after app started)}.
 local function stack(dir, o)
   o = o or {}
   local f = assert(io.open(dir .. "/stack.lua", "w"))
@@ -324,6 +324,7 @@ arbor.run(function(ctx)
       {policy = arbor.policy.exponential()})
     c:run("worker", arbor.exec(program("worker"), {stop_signal = "QUIT", grace = 3}),
       {policy = %s})
+    if %s then c:sleep(1) end
     c:run("db", arbor.exec(program("db"), {stop_signal = "INT"}),
       {policy = arbor.policy.exponential{reset_after = 600}})
     c:signal("healthy")
@@ -332,7 +333,8 @@ arbor.run(function(ctx)
   ctx:signal("healthy")
   ctx:wait()
 end)
-]], dir, NGINX, o.tag or "v1", o.mode or "a", o.worker_policy or "arbor.policy.decaying()"))
+]], dir, NGINX, o.tag or "v1", o.mode or "a", o.worker_policy or "arbor.policy.decaying()",
+    tostring(o.late == true)))
   f:close()
   return q(dir .. "/stack.lua")
 end
@@ -463,9 +465,9 @@ describe("reexec under signals", function()
   -- loads the script (not a reload's reading) it adds a line to
   -- DIR/loads, then, while DIR/slow exists, spins half a second: the
   -- window before the new arbor handles signals, made wide.
-  local function start()
+  local function start(o)
     dir = support.mktemp()
-    stack(dir)
+    stack(dir, o)
     local script = read(dir .. "/stack.lua")
     local f = assert(io.open(dir .. "/stack.lua", "w"))
     f:write(string.format([[
@@ -539,7 +541,9 @@ end
   end)
 
   it("a SIGTERM that comes while the new arbor loads stops the tree in order", function()
-    local before = start()
+    -- db is made a second after app starts: the stop comes before it takes
+    -- its process over, which is stopped all the same, with its own signal
+    local before = start{late = true}
     os.execute("touch " .. q(dir .. "/slow"))
     os.execute(string.format("%s ctl %s reexec > /dev/null 2>&1 &", bin, q(dir .. "/ctl.sock")))
     poll(function() return loads() == 2 end, "the new arbor to load the script")
