@@ -48,8 +48,8 @@ end
 local getinfo = debug.getinfo
 
 -- The names of the C functions that are fields of loaded modules
--- ("string.format"), made once per text that meets a C function: the
--- shortest name, then the first in order, when a function has several.
+-- ("string.format"): the shortest name, then the first in order, when a
+-- function has several.
 local function c_function_names(modules)
   local names = {}
   for mod, name in next, modules do
@@ -62,6 +62,21 @@ local function c_function_names(modules)
     end
   end
   return names
+end
+
+-- The name of the C function f in a loaded module, or nil. The names are
+-- made again when modules were loaded since, or f is not among them (a
+-- field set since): scanning every module's fields costs a millisecond.
+local c_names, c_loaded = nil, -1
+local c_missed = setmetatable({}, {__mode = "k"}) -- in none: the count then
+local function c_name(f, modules)
+  local n = 0
+  for _ in next, package.loaded do n = n + 1 end
+  if n ~= c_loaded or (not c_names[f] and c_missed[f] ~= n) then
+    c_names, c_loaded = c_function_names(modules), n
+    if not c_names[f] then c_missed[f] = n end
+  end
+  return c_names[f]
 end
 
 -- ---- bytecode without line numbers ----------------------------------------
@@ -153,7 +168,6 @@ function M.text(v)
   local out, n = {}, 0
   local seen, count = {}, 0 -- tables and functions met: their order
   local modules -- made on the first table
-  local c_names -- made on the first C function
   local function put(s)
     n = n + 1
     out[n] = s
@@ -194,8 +208,7 @@ function M.text(v)
       local code = M.code(x)
       if not code then -- a C function: by its name in a module, else identity
         modules = modules or module_names()
-        c_names = c_names or c_function_names(modules)
-        local name = c_names[x]
+        local name = c_name(x, modules)
         if name then return put(fmt("C%d:%s", #name, name)) end
         return put(fmt("c%s", tostring(x)))
       end
