@@ -110,6 +110,9 @@ describe("reload", function()
     code, out = ctl("status --dry-run")
     assert.equal(2, code)
     assert.matches("--dry-run is an option of reload", out, 1, true)
+    code, out = ctl("status -f") -- the engine would refuse the field
+    assert.equal(2, code)
+    assert.matches("arbor ctl status: -f is an option of logs and events", out, 1, true)
   end)
 
   it("refuses a request whose dry_run is not a boolean, naming the field, and changes nothing", function()
