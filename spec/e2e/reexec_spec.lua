@@ -484,7 +484,7 @@ end
     os.execute(string.format("ARBOR_LUA_DIR=%s sh -c '%s run --control %s %s > %s/out 2> %s/err & "
       .. "echo $! > %s/pid; wait $!; echo $? > %s/status' >/dev/null 2>&1 &", q(lua_dir), bin,
       q(dir .. "/ctl.sock"), q(dir .. "/stack.lua"), q(dir), q(dir), q(dir), q(dir)))
-    poll(function() return read(dir .. "/pid") end, "arbor to start")
+    poll(function() return tonumber(read(dir .. "/pid") or "") end, "arbor to start")
     pid = tonumber(read(dir .. "/pid"))
     poll(pids, "the stack to run")
     return pids()
@@ -510,7 +510,7 @@ end
     -- the loop serves while the binary does not answer
     local code, out = sh("timeout 1 " .. bin .. " ctl " .. q(dir .. "/ctl.sock") .. " status")
     assert.equal(0, code, out)
-    poll(function() return read(dir .. "/reexec.code") end, "the reexec's answer")
+    poll(function() return (read(dir .. "/reexec.code") or ""):find("\n") end, "the reexec's answer")
     assert.equal("1\n", read(dir .. "/reexec.code"))
     assert.equal("arbor ctl reexec: reexec: " .. fake .. " --version did not answer within 2 s; "
       .. "the tree runs on\n", read(dir .. "/reexec.out"))
@@ -548,7 +548,7 @@ end
     os.execute(string.format("%s ctl %s reexec > /dev/null 2>&1 &", bin, q(dir .. "/ctl.sock")))
     poll(function() return loads() == 2 end, "the new arbor to load the script")
     os.execute("kill -TERM " .. pid)
-    poll(function() return read(dir .. "/status") end, "arbor to exit")
+    poll(function() return (read(dir .. "/status") or ""):find("\n") end, "arbor to exit")
     assert.equal("0\n", read(dir .. "/status"), read(dir .. "/err"))
     for dn, p in pairs(before) do
       local name = dn:match("[^.]+$")

@@ -268,7 +268,7 @@ end, {runaway = 1})
     os.execute(string.format("sh -c '%s run --control %s %s > %s/out 2>&1 & echo $! > %s/pid; "
       .. "wait $!; echo $? > %s/status' >/dev/null 2>&1 &", bin, q(dir .. "/ctl.sock"),
       q(dir .. "/sup.lua"), q(dir), q(dir), q(dir)))
-    poll(function() return read(dir .. "/pid") end, "arbor to start")
+    poll(function() return tonumber(read(dir .. "/pid") or "") end, "arbor to start")
     pid = tonumber(read(dir .. "/pid"))
     poll(function()
       local code, out = ctl("status --json")
@@ -333,7 +333,7 @@ end, {runaway = 1})
     os.execute(string.format("%s ctl %s reload > %s/reload.out 2>&1 &", bin, q(dir .. "/ctl.sock"), q(dir)))
     poll(function() return read(dir .. "/reading") end, "the reload to read the script")
     os.execute("kill -TERM " .. pid)
-    poll(function() return read(dir .. "/status") end, "arbor to exit")
+    poll(function() return (read(dir .. "/status") or ""):find("\n") end, "arbor to exit")
     assert.equal("0\n", read(dir .. "/status")) -- stopped cleanly, in order
     assert.is_false(alive(keep))
     assert.matches("SIGTERM: stopping the tree", read(dir .. "/out"), 1, true)
