@@ -1,7 +1,7 @@
 -- Random supervisor scripts for spec/definition_random_spec.lua (issue 25):
 -- gen(seed) -> root, opts, as a script gives them to arbor.run. A tree of
 -- Lua supervisors whose children are `arbor.exec` services (argv, env,
--- options), Lua leaves and supervisors again, each with node options and a
+-- options, readiness and liveness probes), Lua leaves and supervisors again, each with node options and a
 -- stock policy with random parameters (every stock policy, chains and
 -- transient ones included). Every value a node is defined by is made
 -- inside its parent's runnable, as a script makes it, so a parent that
@@ -84,6 +84,11 @@ local function child(rnd, name, depth)
     if rnd(2) == 1 then eo.env = {PORT = tostring(8000 + rnd(100)), MODE = rnd(2) == 1 and "a" or "b"} end
     if rnd(2) == 1 then eo.stop_signal = SIGNALS[rnd(#SIGNALS)] end
     if rnd(2) == 1 then eo.grace = rnd(30) end
+    local r = rnd(5)
+    if r == 1 then eo.ready = {probe = {tcp = "127.0.0.1:" .. (8000 + rnd(100))}, interval = rnd(3)}
+    elseif r == 2 then eo.ready = {stdout = "listening on %d+"}
+    elseif r == 3 then eo.ready = ({"notify", "systemd"})[rnd(2)] end
+    if rnd(3) == 1 then eo.liveness = {probe = {"true"}, every = rnd(20), failures = rnd(3)} end
     c.exec = eo
   elseif k == 2 then
     c.kind = "leaf"
