@@ -266,7 +266,7 @@ function M.run(root, opts)
       opts.shutdown, opts.auto_shutdown, opts.stop)
     if restoring then restore.root(e) end
     local done, why = e:run()
-    if restoring then restore.finish(e) end -- what no node took over
+    restore.finish(e) -- a reexec's leftovers: what no node took over
     return done, why
   end)
   running_engine = nil

@@ -122,6 +122,8 @@ local VERSION_BYTES = 65536
 -- What `binary --version` says: done(format, version) | done(nil, why).
 -- It runs off the loop, a process of its own (its own group, killed with
 -- what it started when it does not answer within M.VERSION_SECONDS).
+local checking -- the pid of a `--version` that has not answered yet
+
 local function binary_format(binary, done)
   local uv = require "luv"
   local pipes = {uv.new_pipe(false), uv.new_pipe(false)}
@@ -132,6 +134,7 @@ local function binary_format(binary, done)
   local function finish(why)
     if finished then return end
     finished = true
+    checking = nil
     timer:close()
     for _, p in ipairs(pipes) do
       if not p:is_closing() then p:close() end
@@ -165,6 +168,7 @@ local function binary_format(binary, done)
     timer:close()
     return done(nil, string.format("%s --version failed: %s", binary, tostring(pid)))
   end
+  checking = pid
   for i, p in ipairs(pipes) do
     p:read_start(function(_, data)
       if data then
@@ -437,13 +441,18 @@ function M.start(e, state)
   end)
 end
 
---- finish(e): the tree of engine e stopped (arbor.run returns): the
+--- finish(e): the tree of engine e stopped (arbor.run returns): a
+-- reexec's version check still running is killed; after a reexec, the
 -- processes of the state no node took over (the stop came first) are
 -- stopped now, each with its own stop signal and grace, and waited for,
 -- as are those being stopped, so that none is killed by the guard when
 -- arbor exits.
 function M.finish(e)
   local uv = require "luv"
+  if checking then -- a reexec's version check: its answer is not wanted
+    core.signal_group(checking, 9)
+    checking = nil
+  end
   if adopt_timer then
     adopt_timer:close()
     adopt_timer = nil

@@ -519,6 +519,27 @@ end
     assert.equal(pid, json.decode(select(2, ctl("status --json"))).pid)
   end)
 
+  it("kills a version check that did not answer when the tree stops meanwhile", function()
+    start()
+    local fake = dir .. "/stuck-arbor"
+    local f = assert(io.open(fake, "w"))
+    f:write("#!/bin/sh\nexec sleep 1235\n")
+    f:close()
+    os.execute("chmod +x " .. q(fake))
+    os.execute(string.format("%s ctl %s reexec --binary %s > /dev/null 2>&1 &", bin,
+      q(dir .. "/ctl.sock"), q(fake)))
+    local checker
+    poll(function()
+      checker = tonumber(support.capture(support.plain .. "pgrep -f '^sleep 1235$'"):match("%d+"))
+      return checker
+    end, "the version check to run")
+    finally(function() os.execute("kill -9 " .. checker .. " 2>/dev/null") end)
+    assert.equal(0, (ctl("shutdown")))
+    poll(function() return (read(dir .. "/status") or ""):find("\n") end, "arbor to exit")
+    assert.equal("0\n", read(dir .. "/status"))
+    poll(function() return not alive(checker) end, "the version check to be killed")
+  end)
+
   it("survives SIGHUP, SIGUSR1 and SIGUSR2 sent throughout three reexecs", function()
     local before = start()
     local storm = dir .. "/storm"
