@@ -8,8 +8,8 @@
 -- the exec: JSON, {format, from, now (the engine's clock, which the new
 -- engine's goes on from), script, args, nodes = {dn = {restarts,
 -- consecutive, failures, finished, held, healthy_for, overrides}}, procs =
--- {{dn, pid, slot, fds, note, sd, sd_path, exec, definition,
--- healthy_for}}, guard = {sock, table, pid}}. The new arbor
+-- {{dn, pid, slot, fds, note, sd, sd_path, stop_signal, signal, grace,
+-- exec, definition, parts, healthy_for}}, guard = {sock, table, pid}}. The new arbor
 -- (ARBOR_RESTORE_FD) adopts the guard, loads the script and builds the
 -- tree: a node made at a DN of the state gets its counters and its runtime
 -- swaps back (their functions cross as bytecode with their captured
@@ -18,7 +18,14 @@
 -- over (same pid, pipes, readiness, uptime); a prestart or poststart job
 -- its parent's coordinator had finished with is not run again (it is DONE
 -- at once); Lua runnables start again with ctx.restored = true. A process
--- the new tree did not take over within ADOPT_SECONDS is stopped (M.stop).
+-- the new tree did not take over within ADOPT_SECONDS is stopped (M.stop),
+-- with its own stop signal and grace (procs records carry stop_signal,
+-- grace and the parts of their definition, to say what changed).
+--
+-- Before the exec, the binary's --version runs off the loop within
+-- VERSION_SECONDS, and the signals arbor answers are held
+-- (core.hold_signals): pending across the exec, the new arbor takes them
+-- once its engine runs.
 local core = require "arbor.core"
 local definition = require "arbor.definition"
 local json = require "arbor.json"
