@@ -261,6 +261,9 @@ end
 -- its DN and message).
 function M.reload(opts)
   opts = opts or {}
+  if opts.dry_run ~= nil and type(opts.dry_run) ~= "boolean" then
+    error("arbor.reload.reload: dry_run must be a boolean, got " .. type(opts.dry_run), 2)
+  end
   local t0 = core.hrtime()
   if not running then return nil, "reload: no tree is running" end
   local e = running.e
