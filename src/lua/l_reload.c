@@ -5,7 +5,6 @@
  * gave is compared here, through arbor.definition.
  */
 #define _GNU_SOURCE /* SIGEV_THREAD_ID */
-#include <errno.h>
 #include <lauxlib.h>
 #include <signal.h>
 #include <string.h>
@@ -273,12 +272,14 @@ static int bound_setup(void) {
   memset(&sev, 0, sizeof sev);
   sev.sigev_notify = SIGEV_THREAD_ID;
   sev.sigev_signo = BOUND_SIGNAL;
-  sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+  sev._sigev_un._tid = (pid_t)syscall(SYS_gettid); /* sigev_notify_thread_id */
   if (timer_create(CLOCK_MONOTONIC, &sev, &bound_timer) != 0) return 0;
   bound_ready = 1;
   return 1;
 }
 
+/* Arms the timer: the first signal `limit` seconds from now, then one
+   every BOUND_AGAIN_NS; 0 disarms it. */
 static void bound_arm(double limit) {
   struct itimerspec its;
   memset(&its, 0, sizeof its);
