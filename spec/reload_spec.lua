@@ -109,6 +109,51 @@ describe("reload", function()
     assert.equal(1, #h:events{dn = "root.sup.w1", kind = "restored"})
   end)
 
+  it("keeps children whose stock policies their changed parent makes anew, also after it restarted (issue 25)", function()
+    local h = new()
+    local function app(version)
+      return function(ctx)
+        ctx:run("web", function(c) idle(c) end, {policy = policy.exponential()})
+        ctx:run("worker", function(c) idle(c) end, {policy = policy.decaying{pause = 3}})
+        ctx:run("db", function(c) idle(c) end, {policy = policy.chain(
+          policy.intensity{max = 20, period = 60}, policy.exponential{reset_after = 600})})
+        ctx:log(version)
+        idle(ctx)
+      end
+    end
+    local v1 = function(ctx) ctx:run("app", app("v1")) idle(ctx) end
+    h:start(v1)
+    h.engine:restart("root.app") -- its children and their policies made again
+    h:settle()
+    for _ = 1, 100 do policy.exponential() policy.decaying() end
+    local web, worker, db = incarnation(h, "root.app.web"), incarnation(h, "root.app.worker"),
+      incarnation(h, "root.app.db")
+    local v2 = function(ctx) ctx:run("app", app("v2")) idle(ctx) end
+    local plan = apply(h, v1, v2)
+    assert.same({root = "reload", ["root.app"] = "reload", ["root.app.web"] = "keep",
+      ["root.app.worker"] = "keep", ["root.app.db"] = "keep"}, actions(plan))
+    assert.equal("its runnable changed", plan.steps[2].why)
+    assert.equal(web, incarnation(h, "root.app.web"))
+    assert.equal(worker, incarnation(h, "root.app.worker"))
+    assert.equal(db, incarnation(h, "root.app.db"))
+  end)
+
+  it("says in the plan and the event which part of a definition changed", function()
+    local h = new()
+    local function v(grace)
+      return function(ctx)
+        ctx:run("svc", function(c) idle(c) end, {shutdown = grace, policy = policy.exponential()})
+        idle(ctx)
+      end
+    end
+    local v1 = v(5)
+    h:start(v1)
+    local plan = apply(h, v1, v(6))
+    assert.same({dn = "root.svc", action = "restart", why = "its option shutdown changed"}, plan.steps[2])
+    local evs = h:events{dn = "root.svc", kind = "reload"}
+    assert.equal("restarted: its option shutdown changed", evs[#evs].reason)
+  end)
+
   it("carries failure history over: a node one failure from giving up gives up at the next", function()
     local h = new()
     local function tree(version)
@@ -420,5 +465,68 @@ describe("reading a script again", function()
     write("local y = 1\n")
     root, err = reload.load(path, {})
     assert.equal("the script neither called arbor.run nor returned a root runnable", err)
+  end)
+end)
+
+describe("reading a script and building its tree within a bound (issue 25)", function()
+  local core = require "arbor.core"
+  local WHAT = "it ran %d ms without yielding (limit %d ms)"
+
+  it("gives what the call returns when it returns in time", function()
+    assert.same({true, 1, nil, 3}, {core.bounded(1, WHAT, function(a, b) return a, nil, b end, 1, 3)})
+    local ok, err, passed = core.bounded(1, WHAT, function() error("bad", 0) end)
+    assert.same({false, "bad", false}, {ok, err, passed})
+  end)
+
+  it("stops a loop, also inside pcall and inside a coroutine", function()
+    for _, fn in ipairs{
+      function() while true do end end,
+      function() while true do pcall(function() while true do end end) end end,
+      function() coroutine.wrap(function() while true do end end)() end,
+    } do
+      local ok, err, passed = core.bounded(0.2, WHAT, fn)
+      assert.is_false(ok)
+      assert.is_true(passed)
+      assert.matches("^it ran %d+ ms without yielding %(limit 200 ms%)$", err)
+    end
+    -- and leaves no hook behind
+    assert.same({true, 7}, {core.bounded(0.2, WHAT, function() return 7 end)})
+    local co = coroutine.create(function() for _ = 1, 1e6 do end return "done" end)
+    assert.same({true, "done"}, {coroutine.resume(co)})
+  end)
+
+  it("interrupts a call blocked in the kernel: opening a FIFO nobody writes", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir .. " && mkfifo " .. dir .. "/fifo"))
+    finally(function() os.execute("rm -rf " .. dir) end)
+    local ok, err, passed = core.bounded(0.2, WHAT, function()
+      local f = io.open(dir .. "/fifo")
+      return f and f:read("a")
+    end)
+    assert.is_false(ok)
+    assert.is_true(passed)
+    assert.matches("without yielding", err)
+  end)
+
+  it("a tree whose build runs longer than the bound is not built further", function()
+    local os_clock = os.clock
+    local root = function(ctx)
+      ctx:run("busy", function(c)
+        c:signal("healthy")
+        while true do -- 20 ms of CPU per virtual millisecond
+          local t = os_clock() + 0.02
+          repeat until os_clock() > t
+          c:sleep(0.001)
+        end
+      end)
+      ctx:signal("healthy")
+      ctx:wait()
+    end
+    local e, errors = cli.build(root, {}, nil, 0.3)
+    cli.close_built(e)
+    assert.equal(1, #errors)
+    assert.is_true(errors[1].passed)
+    assert.matches("^building its tree ran %d+ ms without yielding %(limit 300 ms%)$", errors[1].reason)
   end)
 end)

@@ -115,30 +115,51 @@ local function collector()
   end
 end
 
---- build(root, opts [, filter]) -> engine, errors: the tree root and opts
--- (arbor.run's) build on the virtual clock in check mode (core.checking():
--- no process is started, a process node only checks its program and
--- options), run for M.CHECK_SECONDS virtual seconds; errors: every error
--- its nodes met, {dn, reason, times}, in order. filter: the engine's
--- node_filter (arbor.reload). The caller stops and closes the engine
+--- build(root, opts [, filter [, limit]]) -> engine, errors: the tree root
+-- and opts (arbor.run's) build on the virtual clock in check mode
+-- (core.checking(): no process is started, a process node only checks its
+-- program and options), run for M.CHECK_SECONDS virtual seconds; errors:
+-- every error its nodes met, {dn, reason, times}, in order. filter: the
+-- engine's node_filter (arbor.reload). limit (a reload's budget, seconds):
+-- one resume may run at most that long (its runaway limit), and the build
+-- stops once it ran that long in all, with the error {dn = "(build)",
+-- reason, passed = true}. The caller stops and closes the engine
 -- (M.close_built).
-function M.build(root, opts, filter)
+function M.build(root, opts, filter, limit)
   local core = require "arbor.core"
   local policy = require "arbor.policy"
+  local runaway = opts.runaway
+  if limit and (runaway == nil or runaway == 0 or runaway > limit) then runaway = limit end
   local e = core.engine{virtual = true, check = true, seed = opts.seed or 1,
     ring = opts.ring, ring_bytes = opts.ring_bytes, outbox = opts.outbox,
-    runaway = opts.runaway}
+    runaway = runaway}
   e:set_default_policy(opts.default_policy or policy.exponential())
   local errors, on_event = collector()
   e:subscribe(on_event)
   if filter then e:node_filter(filter) end
+  local t0, passed = core.hrtime(), nil
+  local function within()
+    local ms = (core.hrtime() - t0) // 1000000
+    if limit and ms >= limit * 1000 then
+      passed = string.format("building its tree ran %d ms without yielding (limit %d ms)",
+        ms, math.floor(limit * 1000))
+      return false
+    end
+    return true
+  end
   local ok, err = pcall(function()
     e:start(root, M.root_policy(opts.policy, opts.default_policy
       or policy.exponential()), opts.shutdown, opts.auto_shutdown)
     e:settle()
-    for _ = 1, M.CHECK_SECONDS * 10 do e:advance(0.1) end
+    for _ = 1, M.CHECK_SECONDS * 10 do
+      if not within() then return end
+      e:advance(0.1)
+    end
+    within()
   end)
-  if not ok then -- a restart loop without delay never settles
+  if passed then
+    errors[#errors + 1] = {dn = "(build)", reason = passed, times = 1, passed = true}
+  elseif not ok then -- a restart loop without delay never settles
     errors[#errors + 1] = {dn = "(engine)", reason = tostring(err), times = 1}
   end
   return e, errors

@@ -288,12 +288,17 @@ function M.ctl(args)
     errf("arbor ctl: unknown command '%s'\n%s", cmd, ctl_usage)
     return 2
   end
-  -- the options of one command only
+  -- the options of some commands only (the engine refuses a request field
+  -- its operation does not take)
   for _, o in ipairs{{"ready", "status"}, {"openmetrics", "metrics"}, {"since", "logs"},
-      {"dry_run", "reload"}, {"binary", "reexec"}} do
-    if flags[o[1]] and cmd ~= o[2] then
-      errf("arbor ctl %s: --%s is an option of %s\n%s", cmd, (o[1]:gsub("_", "-")), o[2],
-        command_usage(cmd))
+      {"dry_run", "reload"}, {"binary", "reexec"}, {"follow", "logs", "events"},
+      {"n", "logs", "events"}, {"budget", "eval"}} do
+    local ok = false
+    for i = 2, #o do ok = ok or cmd == o[i] end
+    if flags[o[1]] and not ok then
+      local spelled = o[1] == "n" and "-n" or o[1] == "follow" and "-f" or "--" .. o[1]:gsub("_", "-")
+      errf("arbor ctl %s: %s is an option of %s\n%s", cmd, spelled,
+        table.concat(o, " and ", 2), command_usage(cmd))
       return 2
     end
   end
@@ -312,7 +317,10 @@ function M.ctl(args)
     req.dn = pos[1]
   end
   if cmd == "signal" then req.signal = math.tointeger(tonumber(pos[2])) or pos[2] end
-  if cmd == "reexec" then return M.reexec(conn, req, flags, sock) end
+  if cmd == "reexec" then
+    req.json = nil -- its reply is the client's own
+    return M.reexec(conn, req, flags, sock)
+  end
   local show = term.filter(1)
   local reply, err, code = conn:request(req, stream_printer(show))
   if not reply then

@@ -10,10 +10,12 @@
 --     (string.dump(f, true): moving a function to another line changes
 --     nothing) and the canonical text of each of its upvalues, by position;
 --     an upvalue _ENV that is the global table is written as the module _G;
---   a C function: its identity (the same C function, nothing else, is the
---     same);
---   a table: its pairs sorted by the canonical text of the keys; its
---     metatable does not count. A module (a table in package.loaded, such
+--   a C function: the name it has in a loaded module (`string.format`,
+--     `arbor.core.intensity_count`: the same in every arbor process, so a
+--     definition written before a reexec is the one the new arbor makes),
+--     else its identity (the same C function, nothing else, is the same);
+--   a table: its pairs sorted by the canonical text of the keys, read raw;
+--     its metatable does not count (no __pairs or __index runs). A module (a table in package.loaded, such
 --     as the one `require "arbor"` gives) is written as its name, not its
 --     contents: a runnable that reads a setting from a module it captured
 --     does not change with the module (capture the value itself, `local
@@ -36,11 +38,45 @@ local mtype, fmt, concat, sort = math.type, string.format, table.concat, table.s
 -- The names of the tables in package.loaded, made once per text.
 local function module_names()
   local names = {}
-  for name, mod in pairs(package.loaded) do
+  for name, mod in next, package.loaded do
     if type(mod) == "table" and names[mod] == nil then names[mod] = name end
   end
   names[_G] = "_G"
   return names
+end
+
+local getinfo = debug.getinfo
+
+-- The names of the C functions that are fields of loaded modules
+-- ("string.format"): the shortest name, then the first in order, when a
+-- function has several.
+local function c_function_names(modules)
+  local names = {}
+  for mod, name in next, modules do
+    for k, v in next, mod do
+      if type(v) == "function" and type(k) == "string" and getinfo(v, "S").what == "C" then
+        local full = name .. "." .. k
+        local had = names[v]
+        if not had or #full < #had or (#full == #had and full < had) then names[v] = full end
+      end
+    end
+  end
+  return names
+end
+
+-- The name of the C function f in a loaded module, or nil. The names are
+-- made again when modules were loaded since, or f is not among them (a
+-- field set since): scanning every module's fields costs a millisecond.
+local c_names, c_loaded = nil, -1
+local c_missed = setmetatable({}, {__mode = "k"}) -- in none: the count then
+local function c_name(f, modules)
+  local n = 0
+  for _ in next, package.loaded do n = n + 1 end
+  if n ~= c_loaded or (not c_names[f] and c_missed[f] ~= n) then
+    c_names, c_loaded = c_function_names(modules), n
+    if not c_names[f] then c_missed[f] = n end
+  end
+  return c_names[f]
 end
 
 -- ---- bytecode without line numbers ----------------------------------------
@@ -153,24 +189,29 @@ function M.text(v)
       -- keys in the order of their texts (a key that is a table or a
       -- function gets a text of its own, so pairs' order changes nothing)
       local keys = {}
-      for k in pairs(x) do keys[#keys + 1] = {k = k, text = scalar(k) or M.text(k)} end
+      for k in next, x do keys[#keys + 1] = {k = k, text = scalar(k) or M.text(k)} end
       sort(keys, function(a, b)
         if a.text ~= b.text then return a.text < b.text end
-        return M.text(x[a.k]) < M.text(x[b.k])
+        return M.text(rawget(x, a.k)) < M.text(rawget(x, b.k))
       end)
       put(fmt("t%d{", #keys))
       for _, e in ipairs(keys) do
         put("k")
         put(e.text)
         put("=")
-        walk(x[e.k])
+        walk(rawget(x, e.k))
         put(";")
       end
       return put("}")
     end
     if t == "function" then
       local code = M.code(x)
-      if not code then return put(fmt("c%s", tostring(x))) end -- a C function
+      if not code then -- a C function: by its name in a module, else identity
+        modules = modules or module_names()
+        local name = c_name(x, modules)
+        if name then return put(fmt("C%d:%s", #name, name)) end
+        return put(fmt("c%s", tostring(x)))
+      end
       put(fmt("l%d:", #code))
       put(code)
       local i = 1
@@ -201,6 +242,84 @@ end
 function M.same(fn1, opts1, fn2, opts2)
   if rawequal(fn1, fn2) and rawequal(opts1, opts2) then return true end
   return M.of(fn1, opts1) == M.of(fn2, opts2)
+end
+
+-- ---- which part changed ---------------------------------------------------
+
+-- The runnables made by arbor.exec: what they were made of ({argv, opts}),
+-- to name the part of a definition that changed.
+local made_of = setmetatable({}, {__mode = "k"})
+
+--- exec(fn, argv, opts): fn is the runnable arbor.exec made of argv and
+-- opts.
+function M.exec(fn, argv, opts) made_of[fn] = {argv = argv, opts = opts or {}} end
+
+--- parts(fn, opts) -> {name = text}: the texts of the parts of a
+-- definition a message can name: an arbor.exec runnable's argv ("argv"),
+-- environment ("env") and each other option ("exec.NAME"), a Lua
+-- runnable as a whole ("runnable"), the node's policy ("policy") and each
+-- other option its parent gave ("node.NAME"). Plain data: it crosses a
+-- reexec in the state.
+function M.parts(fn, opts)
+  local out = {}
+  local made = made_of[fn]
+  if made then
+    out.argv = M.text(made.argv)
+    out.env = M.text(rawget(made.opts, "env"))
+    for k, v in next, made.opts do
+      if k ~= "env" and type(k) == "string" then out["exec." .. k] = M.text(v) end
+    end
+  else
+    out.runnable = M.text(fn)
+  end
+  if type(opts) == "table" then
+    for k, v in next, opts do
+      if type(k) == "string" then out[k == "policy" and "policy" or "node." .. k] = M.text(v) end
+    end
+  end
+  return out
+end
+
+local ORDER = {argv = 1, env = 2, runnable = 3, policy = 4}
+
+--- changed(old, new) -> "its argv and policy changed": what differs
+-- between two parts tables (M.parts), in words; "its runnable changed"
+-- when no part it names does (the code of the runnable, or of arbor.exec
+-- in another arbor version).
+function M.changed(old, new)
+  local names, options = {}, {}
+  local keys = {}
+  for k in next, old do keys[k] = true end
+  for k in next, new do keys[k] = true end
+  for k in next, keys do
+    if old[k] ~= new[k] then
+      local option = k:match("^exec%.(.*)") or k:match("^node%.(.*)")
+      if not option then
+        names[#names + 1] = k
+      elseif not options[option] then -- arbor.exec's min_uptime and ctx:run's
+        options[option] = true
+        options[#options + 1] = option
+      end
+    end
+  end
+  sort(names, function(a, b) return (ORDER[a] or 9) < (ORDER[b] or 9) end)
+  sort(options)
+  if #options == 1 then
+    names[#names + 1] = "option " .. options[1]
+  elseif #options > 1 then
+    names[#names + 1] = "options (" .. concat(options, ", ") .. ")"
+  end
+  if #names == 0 then return "its runnable changed" end
+  local last = table.remove(names)
+  if #names == 0 then return "its " .. last .. " changed" end
+  return "its " .. concat(names, ", ") .. " and " .. last .. " changed"
+end
+
+--- why(fn1, opts1, fn2, opts2) -> nil when the definitions are the same,
+-- else what changed in words (M.changed).
+function M.why(fn1, opts1, fn2, opts2)
+  if M.same(fn1, opts1, fn2, opts2) then return nil end
+  return M.changed(M.parts(fn1, opts1), M.parts(fn2, opts2))
 end
 
 return M

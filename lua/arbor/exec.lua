@@ -659,10 +659,11 @@ local function restored(ctx, spec)
       return proc, nil, rec
     end
     ctx:log("reexec: not taken over: " .. tostring(err))
-    restore.stop(e, rec)
+    restore.stop(e, rec, tostring(err))
     old = rec
   end
-  for _ = 1, (restore.STOP_GRACE + 1) * 20 do
+  local grace = old and type(old.grace) == "number" and old.grace or restore.STOP_GRACE
+  for _ = 1, (grace + 1) * 20 do
     if not old or old.gone then break end
     ctx:sleep(0.05)
   end
@@ -756,7 +757,7 @@ function M.runnable(argv, opts)
     end
     error(string.format("%s %s%s", name, how, ready and "" or " before it was ready"), 0)
   end
-  restore.mark_exec(run) -- its process can cross a reexec
+  restore.mark_exec(run, argv, opts) -- its process can cross a reexec
   return run
 end
 

@@ -280,7 +280,9 @@ function M.run(root, opts)
     e:start(root, arbor_cli.root_policy(opts.policy, default_policy),
       opts.shutdown, opts.auto_shutdown, opts.stop)
     if restoring then restore.root(e) end
-    return e:run()
+    local done, why = e:run()
+    restore.finish(e) -- a reexec's leftovers: what no node took over
+    return done, why
   end)
   running_engine = nil
   reload.stopped()

@@ -63,25 +63,38 @@ local function check_policy(fname, what, p)
   return p
 end
 
+--- The memory of stock policies called by hand, on a plain table without
+-- `memory` (a spec calling one): by dn. It lives in the module, which a
+-- definition's text writes by its name: calling a policy by hand changes
+-- no definition (docs/restore.md).
+M.hand_memory = {}
+
 -- Policies that keep state per node do it in ev.memory (kept by the engine
--- across restarts and policy swaps); called on a plain table without one,
--- they use a private table per dn.
-local function memory_of(ev, private)
+-- with the node, across restarts and policy swaps); called on a plain
+-- table without one, in M.hand_memory.
+local function memory_of(ev)
   local m = ev.memory
   if m then return m end
   local dn = ev.dn or ""
-  m = private[dn]
+  m = M.hand_memory[dn]
   if not m then
     m = {}
-    private[dn] = m
+    M.hand_memory[dn] = m
   end
   return m
 end
 
-local instances = 0
-local function instance_key(kind)
-  instances = instances + 1
-  return kind .. "#" .. instances
+-- The key of a stock policy's state in a node's memory: its kind and
+-- parameters, nothing else. The same policy made again (by a reload, by a
+-- parent that restarted, by the new arbor of a reexec) has the same key,
+-- so it is the same definition and goes on with the same state.
+local function state_key(kind, ...)
+  local parts = {kind}
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    parts[i + 1] = v == nil and "nil" or string.format("%.17g", v)
+  end
+  return table.concat(parts, "/")
 end
 
 --- Capped exponential backoff with jitter, the default policy (P4).
@@ -103,10 +116,10 @@ function M.exponential(opts)
   if max < initial then
     error("arbor.policy.exponential: 'max' must be >= 'initial'", 2)
   end
-  local key, private = instance_key("exponential"), {}
+  local key = state_key("exponential", initial, multiplier, max, jitter, reset_after)
   local function streak(ev)
     if not reset_after then return ev.consecutive or 1 end
-    local m = memory_of(ev, private)
+    local m = memory_of(ev)
     local s = m[key]
     if not s then
       s = {n = (ev.consecutive or 1) - 1}
@@ -169,10 +182,9 @@ local function exceeded(give_up, ev, pass)
 end
 
 -- Called on a plain table without `memory` (a test calling the policy by
--- hand): the windows of such calls are kept here, by dn.
-local plain = {}
+-- hand): the windows of such calls are kept in M.hand_memory, by dn.
 local function count_plain(ev, key, period)
-  local copy = setmetatable({memory = memory_of(ev, plain)}, {__index = ev})
+  local copy = setmetatable({memory = memory_of(ev)}, {__index = ev})
   return count(copy, key, period)
 end
 
@@ -244,9 +256,9 @@ function M.decaying(opts)
   local threshold = check_number("decaying", opts, "threshold", 5, 0)
   local half_life = check_number("decaying", opts, "half_life", 30, 0, nil, true)
   local pause = check_number("decaying", opts, "pause", 15, 0)
-  local key, private = instance_key("decaying"), {}
+  local key = state_key("decaying", threshold, half_life, pause)
   return function(ev)
-    local m = memory_of(ev, private)
+    local m = memory_of(ev)
     local now = ev.now or 0
     local s = m[key]
     if not s then

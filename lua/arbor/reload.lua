@@ -136,14 +136,15 @@ local function stand_in(opts)
   return function(ctx) ctx:signal("healthy") ctx:wait() end
 end
 
---- build(live, root, opts) -> engine, errors, kept: the new tree of root
--- and opts built on a check engine (arbor.cli.build), where every node
+--- build(live, root, opts [, limit]) -> engine, errors, kept: the new
+-- tree of root and opts built on a check engine (arbor.cli.build, within
+-- limit seconds when given), where every node
 -- whose running counterpart in the engine `live` has the same definition,
 -- or is a job its parent's coordinator finished with (it does not run
 -- again in this incarnation of its parent), runs a stand-in, not its code:
 -- a migration a reload keeps does not run to build the plan; kept: those
 -- DNs.
-function M.build(live, root, opts)
+function M.build(live, root, opts, limit)
   local kept = {}
   local e, errors = cli.build(root, opts, function(dn, fn, o)
     local d = live:definition(dn)
@@ -151,12 +152,12 @@ function M.build(live, root, opts)
       kept[dn] = true
       return stand_in(o)
     end
-  end)
+  end, limit)
   return e, errors, kept
 end
 
---- plan(live, new, old_root, new_root [, kept]) -> {steps = {{dn,
--- action}...}, whole = {dn = "restart"}, counts = {action = n}}: what
+--- plan(live, new, old_root, new_root [, kept]) -> {steps = {{dn, action,
+-- why}...}, whole = {dn = "restart"}, counts = {action = n}}: what
 -- applying the tree built on the engine `new` to the running engine `live`
 -- does; old_root and new_root: the root's definitions ({fn, opts}); kept:
 -- the DNs M.build found unchanged. Actions: keep, reload (a new
@@ -164,8 +165,8 @@ end
 function M.plan(live, new, old_root, new_root, kept)
   kept = kept or {}
   local steps, whole, counts = {}, {}, {}
-  local function add(dn, action)
-    steps[#steps + 1] = {dn = dn, action = action}
+  local function add(dn, action, why)
+    steps[#steps + 1] = {dn = dn, action = action, why = why}
     counts[action] = (counts[action] or 0) + 1
   end
   local function subtree(view, action)
@@ -177,12 +178,14 @@ function M.plan(live, new, old_root, new_root, kept)
     if not ov then return subtree(nv, "start") end
     local od = ov.dn == "root" and old_root or live:definition(ov.dn)
     local nd = nv.dn == "root" and new_root or new:definition(nv.dn)
-    local action
+    local action, why
     if forced then
-      action = "restart"
-    elseif kept[ov.dn] or definition.same(od.fn, od.opts, nd.fn, nd.opts) then
+      action, why = "restart", "its parent restarts"
+    elseif kept[ov.dn] then
       return subtree(ov, "keep")
     else
+      why = definition.why(od.fn, od.opts, nd.fn, nd.opts)
+      if not why then return subtree(ov, "keep") end
       local runs = ov.state == "NEW" or ov.state == "HEALTHY" or ov.state == "DONE"
       if runs and #ov.children > 0 and adoptable(live, ov, new, nv) then
         action = "reload"
@@ -191,7 +194,7 @@ function M.plan(live, new, old_root, new_root, kept)
         whole[ov.dn] = "restart"
       end
     end
-    add(ov.dn, action)
+    add(ov.dn, action, why)
     local old, fresh = children_by_name(ov), children_by_name(nv)
     for _, c in ipairs(nv.children) do walk(old[c.name], c, action == "restart") end
     for _, c in ipairs(ov.children) do
@@ -216,6 +219,19 @@ end
 
 -- ---- reload -------------------------------------------------------------------
 
+--- Seconds a reload may read the script, and then build its tree, when
+-- the tree has no runaway limit (arbor.run's runaway = 0).
+M.DEFAULT_BUDGET = 10
+
+--- budget(e) -> seconds: how long reading the script, and then building
+-- its tree, may hold the loop of the engine e: its runaway limit
+-- (arbor.run's `runaway`, 10 s by default), else M.DEFAULT_BUDGET. Past
+-- it the reload fails and the tree runs on untouched.
+function M.budget(e)
+  local r = e:runaway()
+  return r > 0 and r or M.DEFAULT_BUDGET
+end
+
 local ORDER = {"keep", "reload", "restart", "stop", "start"}
 
 -- The plan and what was not applied, as text.
@@ -226,7 +242,9 @@ local function describe(r)
   end
   local out = {string.format("reload %s%s: %s (%.1f ms)", r.script,
     r.dry_run and " --dry-run (nothing done)" or "", table.concat(parts, ", "), r.seconds * 1000)}
-  for _, s in ipairs(r.steps) do out[#out + 1] = string.format("  %-8s %s", s.action, s.dn) end
+  for _, s in ipairs(r.steps) do
+    out[#out + 1] = string.format("  %-8s %s%s", s.action, s.dn, s.why and "  (" .. s.why .. ")" or "")
+  end
   if #r.unapplied > 0 then
     out[#out + 1] = "not applied (arbor.run options a reload does not change; restart arbor): "
       .. table.concat(r.unapplied, ", ")
@@ -243,6 +261,9 @@ end
 -- its DN and message).
 function M.reload(opts)
   opts = opts or {}
+  if opts.dry_run ~= nil and type(opts.dry_run) ~= "boolean" then
+    error("arbor.reload.reload: dry_run must be a boolean, got " .. type(opts.dry_run), 2)
+  end
   local t0 = core.hrtime()
   if not running then return nil, "reload: no tree is running" end
   local e = running.e
@@ -252,16 +273,24 @@ function M.reload(opts)
   if e:reloading() then
     return nil, "reload: a reload is under way (its nodes are still adopting their children)"
   end
-  local root, ropts = M.load(running.script, running.args)
+  local limit = M.budget(e)
+  local ok, root, ropts = core.bounded(limit, "the script ran %d ms without yielding (limit %d ms)",
+    M.load, running.script, running.args)
+  capture = nil -- a load stopped at its bound did not unwind it
+  if not ok then root, ropts = nil, root end
   if not root then
-    return nil, string.format("reload %s: not applied, the running tree is unchanged: %s",
+    return nil, string.format("reload %s: not applied: %s; the running tree is unchanged",
       running.script, ropts)
   end
-  local check, errors, kept = M.build(e, root, ropts)
+  local check, errors, kept = M.build(e, root, ropts, limit)
   if #errors > 0 then
     cli.close_built(check)
-    local out = {string.format("reload %s: not applied, the running tree is unchanged: "
-      .. "the new tree met %d error(s) (arbor check %s shows them):", running.script, #errors,
+    if #errors == 1 and errors[1].passed then
+      return nil, string.format("reload %s: not applied: %s; the running tree is unchanged",
+        running.script, errors[#errors].reason)
+    end
+    local out = {string.format("reload %s: not applied: the new tree met %d error(s) "
+      .. "(arbor check %s shows them); the running tree is unchanged:", running.script, #errors,
       running.script)}
     for _, x in ipairs(errors) do out[#out + 1] = string.format("  %s: %s", x.dn, x.reason) end
     return nil, table.concat(out, "\n")

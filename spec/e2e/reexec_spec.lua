@@ -118,8 +118,8 @@ describe("reexec", function()
     end, "the changed node's new process")
     assert.is_false(alive(old))
     local _, logs = ctl("logs root -n 100")
-    assert.matches("reexec: root.keep (pid " .. old .. ") was not taken over by the new tree: stopped",
-      logs, 1, true)
+    assert.matches("reexec: root.keep: not taken over: its argv changed; pid " .. old
+      .. " stopped (SIGTERM, SIGKILL after 10 s)", logs, 1, true)
   end)
 
   it("keeps a node stopped by hand down", function()
@@ -291,5 +291,290 @@ describe("reexec", function()
     local after = status()
     assert.equal(1, after.pid)
     assert.equal(before.by["root.keep"].pid, after.by["root.keep"].pid)
+  end)
+end)
+
+-- A real stack (issue 25): nginx-like `sh` programs that stop on QUIT (as
+-- nginx stops gracefully) and write which signal they got to
+-- DIR/NAME.PID, under a Lua supervisor `app` whose children use stock
+-- policies made in its runnable (made anew each time it runs).
+local NGINX = [[
+ulimit -c 0
+out="$1/$2.$$"
+trap 'echo QUIT >> "$out"; exit 0' QUIT
+trap 'echo TERM >> "$out"; exit 0' TERM
+trap 'echo INT >> "$out"; exit 0' INT
+trap 'echo HUP >> "$out"' HUP
+while :; do sleep 0.05; done
+]]
+
+-- The stack's script; o: {mode (web's env), worker_policy (Lua source),
+-- tag (app's code), late (db is made a second after app started)}.
+local function stack(dir, o)
+  o = o or {}
+  local f = assert(io.open(dir .. "/stack.lua", "w"))
+  f:write(string.format([[
+local arbor = require "arbor"
+local dir, nginx = %q, %q
+local function program(name) return {"sh", "-c", nginx, "nginx", dir, name} end
+arbor.run(function(ctx)
+  ctx:run("app", function(c)
+    local _ = %q
+    c:run("web", arbor.exec(program("web"), {stop_signal = "QUIT", grace = 7, env = {MODE = %q}}),
+      {policy = arbor.policy.exponential()})
+    c:run("worker", arbor.exec(program("worker"), {stop_signal = "QUIT", grace = 3}),
+      {policy = %s})
+    if %s then c:sleep(1) end
+    c:run("db", arbor.exec(program("db"), {stop_signal = "INT"}),
+      {policy = arbor.policy.exponential{reset_after = 600}})
+    c:signal("healthy")
+    c:wait()
+  end)
+  ctx:signal("healthy")
+  ctx:wait()
+end)
+]], dir, NGINX, o.tag or "v1", o.mode or "a", o.worker_policy or "arbor.policy.decaying()",
+    tostring(o.late == true)))
+  f:close()
+  return q(dir .. "/stack.lua")
+end
+
+describe("reexec of a real stack", function()
+  local e
+  after_each(function()
+    if e then
+      os.execute("kill -9 " .. e.pid .. " 2>/dev/null")
+      os.execute(support.plain .. "pkill -9 -f " .. q(e.dir) .. " 2>/dev/null")
+      os.execute("rm -rf " .. q(e.dir))
+    end
+    e = nil
+  end)
+
+  local function ctl(args) return sh(bin .. " ctl " .. q(e.sock) .. " " .. args) end
+
+  -- dn -> pid of the stack's services, once all three run
+  local function pids()
+    local code, out = ctl("status --json")
+    if code ~= 0 then return nil end
+    local t, n = {}, 0
+    for _, row in ipairs(json.decode(out).table) do
+      if row.pid and row.state == "HEALTHY" then t[row.dn], n = row.pid, n + 1 end
+    end
+    return n == 3 and t or nil
+  end
+
+  local function start()
+    e = support.run_arbor(function(dir) return stack(dir) end, "ARBOR_LUA_DIR=" .. q(lua_dir))
+    poll(pids, "the stack to run")
+    return pids()
+  end
+
+  it("takes unchanged services over after their parent restarted, at every reexec", function()
+    start()
+    -- app restarts: its children, their policies too, are made anew
+    local before = pids()
+    assert.equal(0, (ctl("restart root.app")))
+    poll(function()
+      local p = pids()
+      return p and p["root.app.web"] ~= before["root.app.web"] and p
+    end, "app's restart")
+    poll(pids, "the stack to run again")
+    local kept = pids()
+    for i = 1, 3 do
+      local code, out = ctl("reexec")
+      assert.equal(0, code, out)
+      poll(pids, "the stack after reexec " .. i)
+      assert.same(kept, pids())
+    end
+    local _, logs = ctl("logs root -n 200")
+    assert.is_nil(logs:find("not taken over", 1, true), logs)
+    for _, pid in pairs(kept) do assert.is_true(alive(pid)) end
+  end)
+
+  it("stops a changed service with its own stop signal and grace, and says what changed", function()
+    local before = start()
+    stack(e.dir, {mode = "b", worker_policy = "arbor.policy.decaying{pause = 20}"})
+    local code, out = ctl("reexec")
+    assert.equal(0, code, out)
+    poll(function()
+      local p = pids()
+      return p and p["root.app.web"] ~= before["root.app.web"]
+        and p["root.app.worker"] ~= before["root.app.worker"]
+    end, "the changed services' new processes")
+    local web, worker = before["root.app.web"], before["root.app.worker"]
+    poll(function() return read(e.dir .. "/web." .. web) and read(e.dir .. "/worker." .. worker) end,
+      "the old processes' signals")
+    assert.equal("QUIT\n", read(e.dir .. "/web." .. web))
+    assert.equal("QUIT\n", read(e.dir .. "/worker." .. worker))
+    assert.equal(before["root.app.db"], pids()["root.app.db"])
+    local _, logs = ctl("logs root -n 200")
+    assert.matches("reexec: root.app.web: not taken over: its env changed; pid " .. web
+      .. " stopped (SIGQUIT, SIGKILL after 7 s)", logs, 1, true)
+    assert.matches("reexec: root.app.worker: not taken over: its policy changed; pid " .. worker
+      .. " stopped (SIGQUIT, SIGKILL after 3 s)", logs, 1, true)
+  end)
+
+  it("reload keeps unchanged services when their parent's code changed, and stops a changed one with its own signal", function()
+    local before = start()
+    stack(e.dir, {tag = "v2"})
+    local code, out = ctl("reload")
+    assert.equal(0, code, out)
+    assert.matches("\n  reload   root.app  (its runnable changed)\n", out, 1, true)
+    poll(pids, "the stack after the reload")
+    assert.same(before, pids())
+    stack(e.dir, {tag = "v2", mode = "b"})
+    code, out = ctl("reload")
+    assert.equal(0, code, out)
+    assert.matches("\n  keep     root.app.worker\n", out, 1, true)
+    local web = before["root.app.web"]
+    poll(function() return read(e.dir .. "/web." .. web) end, "the old web's signal")
+    assert.equal("QUIT\n", read(e.dir .. "/web." .. web))
+    local _, events = ctl("events -n 200")
+    assert.matches("root.app.web%s+reload: restarted: its env changed", events)
+  end)
+end)
+
+-- Issue 25: the version check of the binary runs off the loop with a
+-- deadline, and no signal that comes while arbor replaces itself kills it.
+describe("reexec under signals", function()
+  local dir, pid
+  after_each(function()
+    if pid then os.execute("kill -9 " .. pid .. " 2>/dev/null") end
+    os.execute(support.plain .. "pkill -9 -f " .. q(dir) .. " 2>/dev/null")
+    os.execute("rm -rf " .. q(dir))
+    pid = nil
+  end)
+
+  local function ctl(args)
+    return sh("timeout 60 " .. bin .. " ctl " .. q(dir .. "/ctl.sock") .. " " .. args)
+  end
+
+  -- dn -> pid of the three services, once they run
+  local function pids()
+    local code, out = ctl("status --json")
+    if code ~= 0 then return nil end
+    local t, n = {}, 0
+    for _, row in ipairs(json.decode(out).table) do
+      if row.pid and row.state == "HEALTHY" then t[row.dn], n = row.pid, n + 1 end
+    end
+    return n == 3 and t or nil
+  end
+
+  -- The stack (nginx-like services with stop_signal QUIT), run by a shell
+  -- that writes arbor's exit status to DIR/status. Each time a new arbor
+  -- loads the script (not a reload's reading) it adds a line to
+  -- DIR/loads, then, while DIR/slow exists, spins half a second: the
+  -- window before the new arbor handles signals, made wide.
+  local function start(o)
+    dir = support.mktemp()
+    stack(dir, o)
+    local script = read(dir .. "/stack.lua")
+    local f = assert(io.open(dir .. "/stack.lua", "w"))
+    f:write(string.format([[
+if not require("arbor.reload").capturing() then
+  local dir = %q
+  local f = io.open(dir .. "/loads", "a") f:write("x\n") f:close()
+  if io.open(dir .. "/slow") then
+    local t = os.clock() + 0.5
+    repeat until os.clock() > t
+  end
+end
+]], dir) .. script)
+    f:close()
+    os.execute(string.format("ARBOR_LUA_DIR=%s sh -c '%s run --control %s %s > %s/out 2> %s/err & "
+      .. "echo $! > %s/pid; wait $!; echo $? > %s/status' >/dev/null 2>&1 &", q(lua_dir), bin,
+      q(dir .. "/ctl.sock"), q(dir .. "/stack.lua"), q(dir), q(dir), q(dir), q(dir)))
+    poll(function() return tonumber(read(dir .. "/pid") or "") end, "arbor to start")
+    pid = tonumber(read(dir .. "/pid"))
+    poll(pids, "the stack to run")
+    return pids()
+  end
+
+  local function loads() return select(2, (read(dir .. "/loads") or ""):gsub("\n", "")) end
+
+  it("refuses a binary whose --version does not answer within 2 s, serving meanwhile", function()
+    local before = start()
+    local fake = dir .. "/stuck-arbor"
+    local f = assert(io.open(fake, "w"))
+    f:write("#!/bin/sh\nexec sleep 1234\n")
+    f:close()
+    os.execute("chmod +x " .. q(fake))
+    os.execute(string.format("(%s ctl %s reexec --binary %s > %s/reexec.out 2>&1; echo $? > %s/reexec.code) &",
+      bin, q(dir .. "/ctl.sock"), q(fake), q(dir), q(dir)))
+    local checker
+    poll(function()
+      checker = tonumber(support.capture(support.plain .. "pgrep -f '^sleep 1234$'"):match("%d+"))
+      return checker
+    end, "the version check to run")
+    finally(function() os.execute("kill -9 " .. checker .. " 2>/dev/null") end)
+    -- the loop serves while the binary does not answer
+    local code, out = sh("timeout 1 " .. bin .. " ctl " .. q(dir .. "/ctl.sock") .. " status")
+    assert.equal(0, code, out)
+    poll(function() return (read(dir .. "/reexec.code") or ""):find("\n") end, "the reexec's answer")
+    assert.equal("1\n", read(dir .. "/reexec.code"))
+    assert.equal("arbor ctl reexec: reexec: " .. fake .. " --version did not answer within 2 s; "
+      .. "the tree runs on\n", read(dir .. "/reexec.out"))
+    poll(function() return not alive(checker) end, "the version check's process to be gone")
+    assert.same(before, pids())
+    assert.equal(pid, json.decode(select(2, ctl("status --json"))).pid)
+  end)
+
+  it("kills a version check that did not answer when the tree stops meanwhile", function()
+    start()
+    local fake = dir .. "/stuck-arbor"
+    local f = assert(io.open(fake, "w"))
+    f:write("#!/bin/sh\nexec sleep 1235\n")
+    f:close()
+    os.execute("chmod +x " .. q(fake))
+    os.execute(string.format("%s ctl %s reexec --binary %s > /dev/null 2>&1 &", bin,
+      q(dir .. "/ctl.sock"), q(fake)))
+    local checker
+    poll(function()
+      checker = tonumber(support.capture(support.plain .. "pgrep -f '^sleep 1235$'"):match("%d+"))
+      return checker
+    end, "the version check to run")
+    finally(function() os.execute("kill -9 " .. checker .. " 2>/dev/null") end)
+    assert.equal(0, (ctl("shutdown")))
+    poll(function() return (read(dir .. "/status") or ""):find("\n") end, "arbor to exit")
+    assert.equal("0\n", read(dir .. "/status"))
+    poll(function() return not alive(checker) end, "the version check to be killed")
+  end)
+
+  it("survives SIGHUP, SIGUSR1 and SIGUSR2 sent throughout three reexecs", function()
+    local before = start()
+    local storm = dir .. "/storm"
+    os.execute(string.format("sh -c 'while [ -e %s ]; do kill -HUP %d; kill -USR1 %d; kill -USR2 %d; "
+      .. "sleep 0.005; done' >/dev/null 2>&1 &", q(storm), pid, pid, pid))
+    local f = assert(io.open(storm, "w"))
+    f:close()
+    os.execute("touch " .. q(dir .. "/slow"))
+    for i = 1, 3 do
+      local code, out = ctl("reexec")
+      assert.equal(0, code, "reexec " .. i .. ": " .. out .. (read(dir .. "/err") or ""))
+      assert.is_nil(read(dir .. "/status"), "arbor exited")
+    end
+    os.remove(storm)
+    assert.equal(4, loads())
+    poll(pids, "the stack")
+    assert.same(before, pids())
+    assert.is_true(alive(pid))
+    assert.is_nil(read(dir .. "/status"))
+  end)
+
+  it("a SIGTERM that comes while the new arbor loads stops the tree in order", function()
+    -- db is made a second after app starts: the stop comes before it takes
+    -- its process over, which is stopped all the same, with its own signal
+    local before = start{late = true}
+    os.execute("touch " .. q(dir .. "/slow"))
+    os.execute(string.format("%s ctl %s reexec > /dev/null 2>&1 &", bin, q(dir .. "/ctl.sock")))
+    poll(function() return loads() == 2 end, "the new arbor to load the script")
+    os.execute("kill -TERM " .. pid)
+    poll(function() return (read(dir .. "/status") or ""):find("\n") end, "arbor to exit")
+    assert.equal("0\n", read(dir .. "/status"), read(dir .. "/err"))
+    for dn, p in pairs(before) do
+      local name = dn:match("[^.]+$")
+      assert.equal(name == "db" and "INT\n" or "QUIT\n", read(dir .. "/" .. name .. "." .. p), dn)
+    end
+    assert.matches("SIGTERM: stopping the tree", read(dir .. "/err"), 1, true)
   end)
 end)

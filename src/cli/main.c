@@ -290,12 +290,15 @@ static int run_client(lua_State *L, const char *which, int argc, char **argv) {
 
 static void ignore_signal(int sig) { (void)sig; }
 
-/* arbor dies only in order: a closed terminal's SIGHUP, and SIGPIPE from a
-   stderr whose reader went away, do not end it (the write fails and the
-   printer stops, lib arbor.cli). A handler that does nothing rather than
-   SIG_IGN: a program the script starts (io.popen) gets them back at their
-   default, as exec resets handlers but keeps ignored signals ignored. While
-   the tree runs the engine logs SIGHUP (engine/loop.c). */
+/* arbor dies only in order: a closed terminal's SIGHUP, SIGPIPE from a
+   stderr whose reader went away (the write fails and the printer stops,
+   lib arbor.cli), and SIGUSR1 and SIGUSR2 (forwarded under --init,
+   proc/reaper.c; otherwise nobody's: one that came while a reexec held
+   them must not end the new arbor) do not end it. A handler that does
+   nothing rather than SIG_IGN: a program the script starts (io.popen) gets
+   them back at their default, as exec resets handlers but keeps ignored
+   signals ignored. While the tree runs the engine reloads on SIGHUP
+   (engine/loop.c). */
 static void survive_hangups(void) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -304,6 +307,8 @@ static void survive_hangups(void) {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGHUP, &sa, NULL);
   sigaction(SIGPIPE, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
+  sigaction(SIGUSR2, &sa, NULL);
 }
 
 /* A Lua state with the standard libraries and arbor's paths, or NULL

@@ -8,6 +8,8 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +207,21 @@ static void pump(arbor_engine *e) {
   rearm_uv_timer(e);
 }
 
+/* The handlers are in: the signals arbor answers are taken from now on. A
+   reexec holds them blocked across the exec (lua/l_reexec.c), and a parent
+   may have started arbor with them blocked: what came meanwhile, pending,
+   is handled now (a SIGTERM stops the tree in order). */
+static void take_signals(void) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
+  pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
 void arbor_engine_run(arbor_engine *e) {
   if (!e->loop) return;
   uv_check_start(&e->check, on_check);
@@ -219,6 +236,7 @@ void arbor_engine_run(arbor_engine *e) {
       uv_signal_start(&sighup, on_sighup, SIGHUP);
     }
     arbor_watchdog_signals_on(); /* a stuck loop still ends (T12) */
+    take_signals();
   }
   double loop_limit = arbor_watchdog_loop_limit();
   arbor_watchdog_set_loop_limit(e->runaway); /* luv callbacks */

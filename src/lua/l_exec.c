@@ -165,7 +165,7 @@ static void export_one(arbor_proc *p, pnode *pn, void *ud) {
   lua_State *L = ud;
   arbor_proc_record r;
   if (arbor_proc_export(p, &r) < 0) return;
-  lua_createtable(L, 0, 7);
+  lua_createtable(L, 0, 10);
   arbor_push_dn(L, &pn->n);
   lua_setfield(L, -2, "dn");
   lua_pushinteger(L, r.pid);
@@ -186,11 +186,18 @@ static void export_one(arbor_proc *p, pnode *pn, void *ud) {
     lua_pushstring(L, r.sd_path);
     lua_setfield(L, -2, "sd_path");
   }
+  lua_pushinteger(L, r.stop_signal);
+  lua_setfield(L, -2, "stop_signal");
+  lua_pushstring(L, arbor_signal_name(r.stop_signal));
+  lua_setfield(L, -2, "signal");
+  lua_pushnumber(L, r.grace);
+  lua_setfield(L, -2, "grace");
   lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
 }
 
 /* core.proc_export(e) -> {record...}: every running process of e that can
-   be taken over after a reexec ({dn, pid, slot, fds, note, sd, sd_path}),
+   be taken over after a reexec ({dn, pid, slot, fds, note, sd, sd_path,
+   stop_signal, signal (its name), grace}),
    its descriptors kept open across the exec from now on. */
 static int l_proc_export(lua_State *L) {
   arbor_engine *e = arbor_check_engine(L, 1);

@@ -1,17 +1,19 @@
 /* l_reexec.c: what `arbor ctl reexec` needs of C (docs/restore.md): the
  * counters of a node, read before the exec and set again after it, the
- * state in a memfd, the exec itself, and stopping a process the new script
- * did not take over.
+ * state in a memfd, the signals held across the exec, the exec itself,
+ * and stopping a process the new script did not take over.
  */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "core/mem.h"
@@ -198,6 +200,69 @@ static int l_read_fd(lua_State *L) {
   return 1;
 }
 
+/* ---- the exec window -------------------------------------------------- */
+
+/* The signals arbor answers (a stop, a reload, forwarding under --init).
+   Across the exec they are held: blocked in this thread, and sent back to
+   the process as pending by any other thread that takes one (below); the
+   blocked mask and the pending signals cross execve, and the new arbor
+   takes them once its handlers are in (engine/loop.c unblocks them). */
+static const int held_signals[] = {SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2};
+#define NHELD (sizeof held_signals / sizeof *held_signals)
+static struct sigaction held_actions[NHELD]; /* the handlers before */
+static sigset_t held_mask;                   /* this thread's mask before */
+static int holding;
+
+/* A held signal that reached a thread that does not block it (the log
+   writer's, libuv's pool): that thread blocks it from now on (the mask its
+   handler returns to) and sends it to the process again, where it stays
+   pending until a thread takes it: none before the exec. */
+static void defer_signal(int sig, siginfo_t *info, void *uctx) {
+  (void)info;
+  int saved = errno;
+  sigaddset(&((ucontext_t *)uctx)->uc_sigmask, sig);
+  kill(getpid(), sig);
+  errno = saved;
+}
+
+/* core.hold_signals(): the signals above wait from now on (pending) until
+   core.release_signals, or are the new arbor's after an exec. */
+static int l_hold_signals(lua_State *L) {
+  (void)L;
+  if (holding) return 0;
+  sigset_t set;
+  sigemptyset(&set);
+  for (size_t i = 0; i < NHELD; i++) sigaddset(&set, held_signals[i]);
+  pthread_sigmask(SIG_BLOCK, &set, &held_mask);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = defer_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  for (size_t i = 0; i < NHELD; i++)
+    sigaction(held_signals[i], &sa, &held_actions[i]);
+  holding = 1;
+  return 0;
+}
+
+/* core.release_signals(): a reexec that could not be done: the handlers
+   and the mask are as before, and what came meanwhile is handled now. */
+static int l_release_signals(lua_State *L) {
+  (void)L;
+  if (!holding) return 0;
+  for (size_t i = 0; i < NHELD; i++)
+    sigaction(held_signals[i], &held_actions[i], NULL);
+  pthread_sigmask(SIG_SETMASK, &held_mask, NULL);
+  holding = 0;
+  return 0;
+}
+
+/* e:stopping() -> true once the tree was asked to stop. */
+static int l_stopping(lua_State *L) {
+  lua_pushboolean(L, arbor_check_engine(L, 1)->stop_requested != 0);
+  return 1;
+}
+
 /* core.exec(path, argv, env_name, env_value) -> nil, err: replaces this
    process with path (same pid), env_name set; returns only on failure
    (then env_name is unset again). */
@@ -218,6 +283,25 @@ static int l_exec(lua_State *L) {
   int err = errno;
   unsetenv(k);
   return arbor_push_errno(L, -err, "exec %s", path);
+}
+
+/* core.drain_fd(fd) -> data | "" | nil: what the pipe fd holds now,
+   without waiting ("" when nothing, nil at its end or on an error): the
+   output of a process being stopped after a reexec, read so that its
+   writes never meet a closed pipe (SIGPIPE) while it shuts down. */
+static int l_drain_fd(lua_State *L) {
+  int fd = (int)luaL_checkinteger(L, 1);
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0) return 0;
+  if (!(fl & O_NONBLOCK)) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+  char buf[16384];
+  ssize_t r;
+  while ((r = read(fd, buf, sizeof buf)) < 0 && errno == EINTR) {
+  }
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) r = 0;
+  else if (r <= 0) return 0;
+  lua_pushlstring(L, buf, (size_t)r);
+  return 1;
 }
 
 /* core.self_argv() -> {arg...}: this process's command line. */
@@ -291,6 +375,7 @@ void arbor_open_reexec(lua_State *L) {
       {"log_root", l_log_root},
       {"restored", l_restored},
       {"set_clock", l_set_clock},
+      {"stopping", l_stopping},
       {NULL, NULL},
   };
   arbor_engine_methods(L, methods);
@@ -299,6 +384,8 @@ void arbor_open_reexec(lua_State *L) {
   static const luaL_Reg funcs[] = {
       {"memfd", l_memfd},         {"read_fd", l_read_fd},
       {"exec", l_exec},           {"self_argv", l_self_argv},
+      {"drain_fd", l_drain_fd},   {"hold_signals", l_hold_signals},
+      {"release_signals", l_release_signals},
       {"self_exe", l_self_exe},   {"signal_group", l_signal_group},
       {"reap", l_reap},           {"close_fd", l_close_fd},
       {"cloexec", l_cloexec},

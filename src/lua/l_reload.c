@@ -4,10 +4,16 @@
  * running children by name (l_ctx.c), and what the old and the new script
  * gave is compared here, through arbor.definition.
  */
+#define _GNU_SOURCE /* SIGEV_THREAD_ID */
 #include <lauxlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "engine/internal.h"
+#include "engine/watchdog.h"
 #include "lua/l_arbor.h"
 
 /* Pushes arbor.definition's function `name`. */
@@ -34,9 +40,14 @@ static void push_old(lua_State *L, pnode *c) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->opts_ref);
 }
 
+/* What changed in the child arbor_reload_changed found changed last ("its
+   argv changed"), for the event of arbor_reload_restart, which follows it
+   for the same child. */
+static arbor_str *changed_why;
+
 int arbor_reload_changed(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
   fn_idx = lua_absindex(L, fn_idx);
-  push_definition_fn(L, "same");
+  push_definition_fn(L, "why");
   push_old(L, c);
   lua_pushvalue(L, fn_idx);
   if (opts_idx)
@@ -44,9 +55,16 @@ int arbor_reload_changed(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
   else
     lua_pushnil(L);
   lua_call(L, 4, 1);
-  int same = lua_toboolean(L, -1);
+  int changed = lua_isstring(L, -1);
+  arbor_str_unref(changed_why);
+  changed_why = NULL;
+  if (changed) {
+    size_t len;
+    const char *s = lua_tolstring(L, -1, &len);
+    changed_why = arbor_str_new(s, len);
+  }
   lua_pop(L, 1);
-  return !same;
+  return changed;
 }
 
 void arbor_reload_filter(lua_State *L, pnode *c, int fn_idx, int opts_idx) {
@@ -92,8 +110,11 @@ void arbor_reload_restart(lua_State *L, pnode *c) {
   int r = restarts_whole(L, c) ? arbor_engine_restart(e, c, &err)
                                : arbor_engine_reload(e, c, &err);
   if (r == 0) {
-    static arbor_str why = ARBOR_STR_STATIC("restarted: definition changed");
-    arbor_engine_event(e, c, ARBOR_EV_RELOAD, &why);
+    arbor_str *why = arbor_str_fmt("restarted: %s",
+                                   changed_why ? changed_why->s
+                                               : "definition changed");
+    arbor_engine_event(e, c, ARBOR_EV_RELOAD, why);
+    arbor_str_unref(why);
   } else if (r < 0) {
     arbor_str *why = arbor_str_fmt("not restarted: %s", err);
     arbor_engine_event(e, c, ARBOR_EV_RELOAD, why);
@@ -184,10 +205,133 @@ static int l_reloading(lua_State *L) {
   return 1;
 }
 
+/* e:runaway() -> seconds one resume may run (0: no limit): the engine's
+   runaway limit, which also bounds a reload's reading of the script. */
+static int l_runaway(lua_State *L) {
+  lua_pushnumber(L, arbor_check_engine(L, 1)->runaway);
+  return 1;
+}
+
 /* e:on_hangup(fn | nil): fn is called on SIGHUP (arbor.run: a reload). */
 static int l_on_hangup(lua_State *L) {
   set_ref(L, &arbor_check_engine(L, 1)->hangup_ref, LUA_TFUNCTION);
   return 0;
+}
+
+/* ---- a bounded call (a reload reading its script) ------------------- */
+
+/* Reading a script runs user code on the loop: it must give the loop back
+   within its bound. The runaway watchdog (push/pop) stops Lua code that
+   runs on, also inside coroutines it resumes; a call blocked in the
+   kernel (an open of a FIFO nobody writes, a read of a pipe) is what the
+   bound's own timer is for: past the bound it interrupts the call
+   (BOUND_SIGNAL has no SA_RESTART: the call fails with EINTR) and hooks
+   the bounded thread, and does so again every quarter second while the
+   code goes on (a loop that retries). */
+#define BOUND_SIGNAL (SIGRTMIN + 6)
+#define BOUND_AGAIN_NS 250000000L
+
+static volatile sig_atomic_t bound_fired;
+static lua_State *volatile bound_L; /* the thread a bound runs on */
+static int bound_ready;            /* 1: timer made, -1: cannot be */
+static timer_t bound_timer;
+
+/* Raises at every instruction of the bounded thread once the bound is
+   passed (so no pcall on the way out keeps it); removes itself from a
+   thread that inherited it after the bound ended. */
+static void bound_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  if (!bound_fired) {
+    lua_sethook(L, NULL, 0, 0);
+    return;
+  }
+  lua_pushliteral(L, "the bound of the call was passed");
+  lua_error(L);
+}
+
+/* BOUND_SIGNAL, on the engine's thread (the timer names it): the bound is
+   passed. lua_sethook is async-signal-safe (lua.c's way). */
+static void on_bound(int sig) {
+  (void)sig;
+  bound_fired = 1;
+  lua_State *L = bound_L;
+  if (L) lua_sethook(L, bound_hook, LUA_MASKCOUNT, 1);
+}
+
+/* Makes the timer (signalling this thread only) once. */
+static int bound_setup(void) {
+  if (bound_ready) return bound_ready > 0;
+  bound_ready = -1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_bound;
+  sa.sa_flags = 0; /* no SA_RESTART: a blocked call returns EINTR */
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(BOUND_SIGNAL, &sa, NULL) != 0) return 0;
+  struct sigevent sev;
+  memset(&sev, 0, sizeof sev);
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = BOUND_SIGNAL;
+  sev._sigev_un._tid = (pid_t)syscall(SYS_gettid); /* sigev_notify_thread_id */
+  if (timer_create(CLOCK_MONOTONIC, &sev, &bound_timer) != 0) return 0;
+  bound_ready = 1;
+  return 1;
+}
+
+/* Arms the timer: the first signal `limit` seconds from now, then one
+   every BOUND_AGAIN_NS; 0 disarms it. */
+static void bound_arm(double limit) {
+  struct itimerspec its;
+  memset(&its, 0, sizeof its);
+  if (limit > 0) {
+    its.it_value.tv_sec = (time_t)limit;
+    its.it_value.tv_nsec = (long)((limit - (double)(time_t)limit) * 1e9);
+    if (!its.it_value.tv_sec && !its.it_value.tv_nsec) its.it_value.tv_nsec = 1;
+    its.it_interval.tv_nsec = BOUND_AGAIN_NS;
+  }
+  timer_settime(bound_timer, 0, &its, NULL);
+}
+
+/* core.bounded(limit, what, fn, ...) -> true, fn's results | false, err,
+   passed: calls fn(...) like pcall, but gives it `limit` seconds (> 0);
+   past them it is stopped (a loop, also inside a pcall or a coroutine, a
+   call blocked in the kernel) and err is `what` formatted with the
+   milliseconds it ran and the limit (two %d), passed true. Not nested,
+   and on the thread that first used it. [-0, +(1|n), -] */
+static int l_bounded(lua_State *L) {
+  double limit = luaL_checknumber(L, 1);
+  const char *what = luaL_checkstring(L, 2);
+  luaL_checktype(L, 3, LUA_TFUNCTION);
+  if (!(limit > 0)) return luaL_argerror(L, 1, "want a number of seconds > 0");
+  if (bound_L) return luaL_error(L, "core.bounded: a bounded call is running");
+  int nargs = lua_gettop(L) - 3;
+  int timed = bound_setup();
+  uint64_t t0 = uv_hrtime();
+  arbor_watch saved;
+  arbor_watchdog_push(&saved, L, limit, what);
+  bound_fired = 0;
+  bound_L = L;
+  if (timed) bound_arm(limit);
+  int st = lua_pcall(L, nargs, LUA_MULTRET, 0);
+  if (timed) bound_arm(0);
+  bound_L = NULL;
+  int passed = arbor_watchdog_pop(&saved, L) | bound_fired;
+  if (bound_fired) lua_sethook(L, NULL, 0, 0);
+  bound_fired = 0;
+  if (st == LUA_OK && !passed) { /* [limit, what, results...] */
+    lua_pushboolean(L, 1);
+    lua_replace(L, 2);
+    return lua_gettop(L) - 1;
+  }
+  lua_pushboolean(L, 0);
+  if (passed) {
+    int ms = (int)((uv_hrtime() - t0) / 1000000u);
+    lua_pushfstring(L, what, ms, (int)(limit * 1000));
+  } else {
+    lua_pushvalue(L, -2);
+  }
+  lua_pushboolean(L, passed);
+  return 3;
 }
 
 void arbor_open_reload(lua_State *L) {
@@ -198,7 +342,10 @@ void arbor_open_reload(lua_State *L) {
       {"definition", l_definition},
       {"reload_plan", l_reload_plan},
       {"node_filter", l_node_filter},
+      {"runaway", l_runaway},
       {NULL, NULL},
   };
   arbor_engine_methods(L, methods);
+  static const luaL_Reg funcs[] = {{"bounded", l_bounded}, {NULL, NULL}};
+  luaL_setfuncs(L, funcs, 0);
 }

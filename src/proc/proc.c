@@ -427,6 +427,8 @@ int arbor_proc_export(arbor_proc *p, arbor_proc_record *r) {
     return -1;
   r->pid = p->pid;
   r->slot = p->slot;
+  r->stop_signal = p->stop_signal;
+  r->grace = p->grace;
   arbor__notify_export(p, &r->note, &r->sd, &r->sd_path);
   for (int i = 0; i < 4; i++) keep_open(r->fds[i]);
   keep_open(r->note);

@@ -90,6 +90,8 @@ typedef struct arbor_proc_record {
   int fds[4];          /* stdout and stderr read ends, then write ends */
   int note, sd;        /* the fd 3 pipe's read end, the systemd socket; -1 */
   const char *sd_path; /* the socket's path (p's), or NULL */
+  int stop_signal;     /* how it is stopped: its stop signal, then SIGKILL */
+  double grace;        /* after grace seconds */
 } arbor_proc_record;
 
 /* Fills r for p and clears close-on-exec on its descriptors. -1 when p

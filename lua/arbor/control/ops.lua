@@ -12,19 +12,91 @@ local explain = require("arbor.explain").explain
 
 local M = {}
 
-local handlers, names = {}, {}
+local handlers, names, schemas = {}, {}, {}
 
--- Defines the operation `name`; the error for an unknown op lists them in
--- this order.
-local function op(name, fn)
+-- The types of request fields: a test of the value and the words the
+-- error uses for what was wanted.
+local TYPES = {
+  boolean = {function(v) return type(v) == "boolean" end, "a boolean"},
+  string = {function(v) return type(v) == "string" end, "a string"},
+  count = {function(v) return math.type(v) == "integer" and v >= 0 end, "an integer >= 0"},
+  seconds = {function(v) return type(v) == "number" and v >= 0 and v < math.huge end,
+    "a number of seconds >= 0"},
+  id = {function(v) return math.type(v) == "integer" or type(v) == "string" end,
+    "a request id (an integer or a string)"},
+  signal = {function(v) return math.type(v) == "integer" or type(v) == "string" end,
+    "a signal (a name like \"HUP\", or a number)"},
+}
+
+-- Fields every request may have: its id and op (checked by the server),
+-- and json (data instead of text, where the operation has data).
+local COMMON = {id = true, op = true, json = "boolean"}
+
+-- Defines the operation `name` and its request fields ({field = type name
+-- of TYPES}); the error for an unknown op lists them in this order.
+local function op(name, fields, fn)
   handlers[name] = fn
   names[#names + 1] = name
+  schemas[name] = fields
 end
 
 --- The function of the operation named name, or nil.
 function M.find(name)
   if type(name) ~= "string" then return nil end
   return handlers[name]
+end
+
+--- fields(name) -> {field = type}: the fields operation name takes besides
+-- id, op and json (docs/control-protocol.md lists them).
+function M.fields(name)
+  local t = {}
+  for k, v in pairs(schemas[name] or {}) do t[k] = v end
+  return t
+end
+
+-- What a value is, in an error: its JSON type.
+local function json_type(v)
+  if v == json.null then return "null" end
+  local t = type(v)
+  if t == "table" then return (next(v) == nil or v[1] ~= nil) and "an array" or "an object" end
+  if t == "number" then return math.type(v) == "integer" and "the number " .. v or "the number " .. core.cut(v) end
+  if t == "string" then return "the string " .. core.cut(string.format("%q", v)) end
+  return t
+end
+
+--- check(req) -> nil | error, field: every field of the request req (of a
+-- known op) is one its operation takes, of its type; null is as absent.
+-- The error names the operation and the field.
+function M.check(req)
+  local name = req.op
+  local fields = schemas[name]
+  local keys = {}
+  for k in pairs(req) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local v = req[k]
+    local want = COMMON[k] or fields[k]
+    if want == nil then
+      local known = {"json"}
+      for f in pairs(fields) do known[#known + 1] = f end
+      table.sort(known)
+      return string.format("%s: unknown field '%s' (the fields of %s: %s)", name,
+        core.cut(tostring(k)), name, table.concat(known, ", ")), tostring(k)
+    end
+    if want ~= true and v ~= json.null then
+      local t = TYPES[want]
+      if not t[1](v) then
+        return string.format("%s: field '%s' must be %s, got %s", name, k, t[2], json_type(v)), k
+      end
+    end
+  end
+end
+
+--- strip_nulls(req): null fields are as absent (checked by M.check first).
+function M.strip_nulls(req)
+  for k, v in pairs(req) do
+    if v == json.null then req[k] = nil end
+  end
 end
 
 --- The names of the operations, in the order of docs/control-protocol.md.
@@ -60,7 +132,7 @@ end
 
 -- ---- one-shot operations (`arbor ctl`) ----
 
-op("status", function(S, cid, rid, req)
+op("status", {dn = "string", ready = "boolean"}, function(S, cid, rid, req)
   if req.dn ~= nil and not want_dn(S, cid, rid, req, "status") then return end
   local e = S.e
   local st = e:stats()
@@ -83,7 +155,7 @@ op("status", function(S, cid, rid, req)
       data.stderr_error, data.stderr_lost) or "", render.status(data.table))})
 end)
 
-op("tree", function(S, cid, rid, req)
+op("tree", {dn = "string"}, function(S, cid, rid, req)
   if req.dn ~= nil and not want_dn(S, cid, rid, req, "tree") then return end
   if req.json then -- written in C: trees can be large (docs/control-protocol.md)
     return S.send_raw(cid, '{"id":' .. json.encode(rid) .. ',"end":true,"ok":true,"data":'
@@ -92,7 +164,7 @@ op("tree", function(S, cid, rid, req)
   S.finish(cid, rid, {text = render.tree(S.e:tree(req.dn))})
 end)
 
-op("node", function(S, cid, rid, req)
+op("node", {dn = "string"}, function(S, cid, rid, req)
   local f = want_dn(S, cid, rid, req, "node")
   if not f then return end
   if req.json then return S.finish(cid, rid, {data = f}) end
@@ -101,7 +173,7 @@ end)
 
 -- The operation `name`: the engine's method on req.dn, then `done` is said.
 local function node_action(name, method, done)
-  op(name, function(S, cid, rid, req)
+  op(name, {dn = "string"}, function(S, cid, rid, req)
     if not want_dn(S, cid, rid, req, name) then return end
     local ok, err = pcall(S.e[method], S.e, req.dn)
     if not ok then return S.fail(cid, rid, tostring(err)) end
@@ -115,7 +187,8 @@ node_action("stop", "hold", "stopped (held until restarted)")
 -- it, interleaved in the order they were logged; req.since: only those of
 -- the last since seconds; req.follow: then the new ones as they come,
 -- across restarts, until interrupted.
-op("logs", function(S, cid, rid, req)
+op("logs", {dn = "string", n = "count", since = "seconds", follow = "boolean"},
+    function(S, cid, rid, req)
   local dn = req.dn
   if type(dn) ~= "string" then
     return S.fail(cid, rid, "logs: want a DN (like \"root.web\")")
@@ -144,7 +217,7 @@ op("logs", function(S, cid, rid, req)
   S.finish(cid, rid, {text = render.lines(lines, text, "")})
 end)
 
-op("events", function(S, cid, rid, req)
+op("events", {n = "count", follow = "boolean"}, function(S, cid, rid, req)
   local n = want_count(S, cid, rid, req, 20)
   if not n then return end
   local e = S.e
@@ -163,7 +236,7 @@ end)
 
 -- ---- the REPL: evaluations, interrupts, completion ----
 
-op("eval", function(S, cid, rid, req)
+op("eval", {code = "string", budget = "count"}, function(S, cid, rid, req)
   if type(req.code) ~= "string" then return S.fail(cid, rid, "eval: want code (a string)") end
   local c = S.client(cid)
   if c.evals[rid] then return S.fail(cid, rid, "eval: request id " .. tostring(rid) .. " is in use") end
@@ -205,7 +278,7 @@ end
 
 -- Completion: names (helpers, the session's variables, globals, fields of
 -- tables after a dot or colon) or, inside a string, DNs.
-op("complete", function(S, cid, rid, req)
+op("complete", {text = "string", quoted = "boolean"}, function(S, cid, rid, req)
   local text = type(req.text) == "string" and req.text or ""
   local c = S.client(cid)
   local seen, matches = {}, {}
@@ -263,7 +336,7 @@ op("complete", function(S, cid, rid, req)
   S.finish(cid, rid, {matches = matches})
 end)
 
-op("interrupt", function(S, cid, rid, req)
+op("interrupt", {target = "id"}, function(S, cid, rid, req)
   local c = S.client(cid)
   local ev = c.evals[req.target]
   if ev then
@@ -280,15 +353,15 @@ op("interrupt", function(S, cid, rid, req)
   S.finish(cid, rid, {ok = true, found = ev ~= nil})
 end)
 
-op("shutdown", function(S, cid, rid)
+op("shutdown", {}, function(S, cid, rid)
   S.finish(cid, rid, {text = "stopping the tree"})
   S.e:stop()
 end)
 
 -- ---- reload (`arbor ctl reload`, docs/restore.md) ----
 
-op("reload", function(S, cid, rid, req)
-  local r, err = require("arbor.reload").reload{dry_run = req.dry_run == true}
+op("reload", {dry_run = "boolean"}, function(S, cid, rid, req)
+  local r, err = require("arbor.reload").reload{dry_run = req.dry_run}
   if not r then return S.fail(cid, rid, err) end
   if req.json then
     return S.finish(cid, rid, {data = {script = r.script, dry_run = r.dry_run,
@@ -298,23 +371,22 @@ op("reload", function(S, cid, rid, req)
 end)
 
 -- reexec: arbor replaces itself (same pid) and the new one takes the tree
--- over; this returns only when that could not start. The connection ends
--- with the exec: the client reconnects (arbor.client).
-op("reexec", function(S, cid, rid, req)
-  if req.binary ~= nil and type(req.binary) ~= "string" then
-    return S.fail(cid, rid, "reexec: binary must be a path")
-  end
+-- over; the reply comes only when that could not be done (the binary's
+-- version is checked off the loop first). The connection ends with the
+-- exec: the client reconnects (arbor.client).
+op("reexec", {binary = "string"}, function(S, cid, rid, req)
   local current = require("arbor.reload").current()
   if not current then return S.fail(cid, rid, "reexec: no tree is running") end
-  local _, err = require("arbor.restore").reexec(current, {binary = req.binary})
-  S.fail(cid, rid, err)
+  require("arbor.restore").reexec(current, {binary = req.binary}, function(err)
+    S.fail(cid, rid, err)
+  end)
 end)
 
 -- ---- seeing and signalling services (`arbor ctl explain|start|signal`) ----
 
 -- start: a node that does not run (stopped, held, given up, waiting for a
 -- delayed restart) starts now; a running one is an error.
-op("start", function(S, cid, rid, req)
+op("start", {dn = "string"}, function(S, cid, rid, req)
   local f = want_dn(S, cid, rid, req, "start")
   if not f then return end
   if f.running then
@@ -328,7 +400,7 @@ end)
 
 -- signal: req.signal (a name or a number) to the process group of each of
 -- the node's processes.
-op("signal", function(S, cid, rid, req)
+op("signal", {dn = "string", signal = "signal"}, function(S, cid, rid, req)
   if not want_dn(S, cid, rid, req, "signal") then return end
   local sig = req.signal
   if type(sig) ~= "string" and math.type(sig) ~= "integer" then
@@ -342,7 +414,7 @@ op("signal", function(S, cid, rid, req)
 end)
 
 -- explain: arbor.explain(dn), the sentence and its code.
-op("explain", function(S, cid, rid, req)
+op("explain", {dn = "string"}, function(S, cid, rid, req)
   if not want_dn(S, cid, rid, req, "explain") then return end
   local sentence, code = explain(S.e, req.dn)
   if req.json then return S.finish(cid, rid, {data = {dn = req.dn, why = code, explanation = sentence}}) end
@@ -351,7 +423,7 @@ end)
 
 -- metrics: the exposition /metrics serves (docs/observability.md); json:
 -- the families of arbor.metrics().
-op("metrics", function(S, cid, rid, req)
+op("metrics", {openmetrics = "boolean"}, function(S, cid, rid, req)
   local metrics = require "arbor.metrics"
   local opts = {openmetrics = req.openmetrics == true}
   if req.json then return S.finish(cid, rid, {data = metrics.table(S.e, opts)}) end

@@ -354,6 +354,11 @@ function M.serve(e, path, opts)
     end
     local op = ops.find(req.op)
     if not op then return fail(cid, rid, ops.unknown(req.op)) end
+    -- every field of the request is one its op takes, of its type: a
+    -- field meant otherwise (dry_run = "true") is refused, never ignored
+    local bad, field = ops.check(req)
+    if bad then return fail(cid, rid, bad, {field = field}) end
+    ops.strip_nulls(req)
     local ok, perr = pcall(op, S, cid, rid, req)
     if not ok then fail(cid, rid, tostring(perr)) end
   end
