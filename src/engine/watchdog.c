@@ -90,6 +90,7 @@ static int64_t run_queue_ns(void) {
   return read_u64(&p);
 }
 
+/* The clock's time in ns, 0 when it cannot be read. */
 static uint64_t clock_ns(clockid_t clock) {
   struct timespec ts;
   if (clock_gettime(clock, &ts) != 0) return 0;
@@ -99,7 +100,7 @@ static uint64_t clock_ns(clockid_t clock) {
 /* The engine thread's own time, ns (never 0), or 0 when it cannot be read.
    Called by the tick, on the engine thread: the thread runs, so its
    run-queue wait is counted up to now; the real time is read first, so a
-   preemption in between counts against the limit's favour, never for it. */
+   preemption in between makes the time shorter, never longer. */
 static uint64_t own_ns(void) {
   if (sched_fd < 0) return clock_ns(cpu_clock);
   uint64_t now = clock_ns(CLOCK_MONOTONIC);
