@@ -84,6 +84,58 @@ describe("the watchdog cannot be escaped", function()
     assert.matches("runaway runnable: ran %d+ ms", field(out, "error"))
   end)
 
+  it("stops a runnable that blocks in system calls over and over: the "
+    .. "engine's time blocked counts, only its wait for a CPU does not", function()
+    local out = isolated([[
+      local h = testing.new{seed = 1, runaway = 0.2}
+      h:start(function(ctx)
+        ctx:run("sleeper", function(c)
+          c:signal("healthy")
+          c:sleep(1)
+          local uv = require "luv"
+          while true do uv.sleep(20) end -- nanosleep(2): no CPU time
+        end, {policy = policy.never})
+        ctx:signal("healthy")
+        ctx:wait()
+      end)
+      h:advance(1)
+      print("state=" .. h:state("root.sleeper"))
+      print("error=" .. h:node("root.sleeper").error)
+      h:close()
+    ]])
+    assert.equal("DEAD", field(out, "state"))
+    assert.matches("^runaway runnable: ran %d+ ms without yielding %(limit 200 ms%)$",
+      field(out, "error"))
+  end)
+
+  it("stops a runnable that spends its time in calls watched on their own "
+    .. "(the log sink): their time counts for the runnable", function()
+    local out = isolated([[
+      local h = testing.new{seed = 1, runaway = 0.2}
+      -- each line takes 30 ms of the sink, within the budget of user code
+      h.engine:set_log(function()
+        local t = os.clock()
+        while os.clock() - t < 0.03 do end
+      end)
+      h:start(function(ctx)
+        ctx:run("chatty", function(c)
+          c:signal("healthy")
+          c:sleep(1)
+          while true do c:log("line") end
+        end, {policy = policy.never})
+        ctx:signal("healthy")
+        ctx:wait()
+      end)
+      h:advance(1)
+      print("state=" .. h:state("root.chatty"))
+      print("error=" .. h:node("root.chatty").error)
+      h:close()
+    ]])
+    assert.equal("DEAD", field(out, "state"))
+    assert.matches("^runaway runnable: ran %d+ ms without yielding %(limit 200 ms%)$",
+      field(out, "error"))
+  end)
+
   it("stops a runnable looping in a coroutine it made and resumed", function()
     local out = isolated([[
       local cases = {

@@ -27,8 +27,9 @@ local new_options = {seed = true, ring = true, ring_bytes = true, outbox = true,
 -- (events kept, default 100000), ring_bytes and outbox (as arbor.run's,
 -- T14), default_policy (of the nodes given none, default
 -- arbor.policy.exponential(); `policy` is its older spelling: the root's
--- policy is h:start's, as arbor.run's `policy` is), runaway (real seconds a
--- runnable may run without yielding before it is failed, default 10).
+-- policy is h:start's, as arbor.run's `policy` is), runaway (seconds of the
+-- engine thread's own time, real ones, a runnable may run without yielding
+-- before it is failed, default 10).
 function M.new(opts)
   opts = opts or {}
   if type(opts) ~= "table" then

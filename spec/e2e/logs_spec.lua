@@ -26,11 +26,13 @@ end
 -- Starts arbor in the background on script (text) in dir with args (env:
 -- "K=V ..." set for it); returns {pid, out (stdout and stderr's file), rc
 -- (the exit status' file)}. The test that starts it kills what is left of
--- it when it ends, passed or not.
+-- it when it ends, passed or not. (The shell's `wait` is quiet: its
+-- "Killed" after a kill -9 read like a busted run killed in scripts/test's
+-- output.)
 local function start(dir, script, args, env)
   write(dir .. "/tree.lua", script)
   local a = {pid = nil, out = dir .. "/out", rc = dir .. "/rc"}
-  os.execute(string.format("(%s %s run %s %s > %s 2>&1 & echo $! > %s/pid; wait $!; echo $? > %s.tmp; mv %s.tmp %s) &",
+  os.execute(string.format("(%s %s run %s %s > %s 2>&1 & echo $! > %s/pid; wait $! 2>/dev/null; echo $? > %s.tmp; mv %s.tmp %s) &",
     env or "", bin, args or "", q(dir .. "/tree.lua"), q(a.out), q(dir), q(a.rc), q(a.rc), q(a.rc)))
   -- the shell makes the file before it writes the pid into it
   assert(eventually(function() return tonumber(read(dir .. "/pid") or "") end))

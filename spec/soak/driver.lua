@@ -20,6 +20,7 @@
 local uv = require "luv"
 local wire = require "soak.wire"
 local flood = require "soak.flood"
+local look = require "soak.look"
 
 local sock, pid, dir = arg[1], tonumber(arg[2]), arg[3]
 local seed, seconds = tonumber(arg[4]), tonumber(arg[5])
@@ -128,49 +129,19 @@ local function children()
   return found
 end
 
--- Descriptors of arbor's that a child holds beyond 0, 1, 2 and its notify
--- descriptor (issue 13, defect 3): "comm fd target" strings. `mine` is the
--- set of what arbor's descriptors point to. Left out: /dev/null (programs
--- open it themselves), the copies of stdout and stderr a shell keeps while
--- it redirects (the same pipe at another fd, or at fd 10 and above while
--- fd 1 or 2 points elsewhere), and children still running arbor's code
--- (the guard, a process between vfork and exec).
-local arbor_exe = uv.fs_readlink("/proc/" .. pid .. "/exe")
+-- Looks at arbor's children's descriptors for arbor's (spec/soak/look.lua).
+local looker = look.new(pid)
 local fd_checks, fd_leaks, leaked = 0, 0, {}
 
 local function check_child_fds(child, mine)
-  local base = "/proc/" .. child
-  if uv.fs_readlink(base .. "/exe") == arbor_exe then return end
-  local h = uv.fs_scandir(base .. "/fd")
-  if not h then return end
-  local env = read(base .. "/environ") or ""
-  local allowed = {["0"] = true, ["1"] = true, ["2"] = true}
-  local nfd = env:match("%zARBOR_NOTIFY_FD=(%d+)%z") or env:match("^ARBOR_NOTIFY_FD=(%d+)%z")
-  if nfd then allowed[nfd] = true end
-  local out = uv.fs_readlink(base .. "/fd/1")
-  local err = uv.fs_readlink(base .. "/fd/2")
-  -- a shell running `cmd > file`, `cmd >&2` or `echo >&$ARBOR_NOTIFY_FD`
-  -- keeps its own stdout or stderr at fd 10 or above meanwhile: while its
-  -- fd 1 or 2 points elsewhere than a pipe of its own, such a copy is its
-  -- own pipe, not one of arbor's leaking (a leak stays, and a later look
-  -- finds it)
-  local notify = nfd and uv.fs_readlink(base .. "/fd/" .. nfd)
-  local function own_pipe(t) return t and t:match("^pipe:") and t ~= notify end
-  local redirecting = not own_pipe(out) or not own_pipe(err) or out == err
+  local leaks = looker:look(child, mine)
+  if not leaks then return end
   fd_checks = fd_checks + 1
-  while true do
-    local fd = uv.fs_scandir_next(h)
-    if not fd then break end
-    local target = uv.fs_readlink(base .. "/fd/" .. fd)
-    if target and mine[target] and not allowed[fd] and target ~= out and target ~= err
-        and target ~= "/dev/null" and not (redirecting and tonumber(fd) >= 10) then
-      fd_leaks = fd_leaks + 1
-      local comm = (read(base .. "/comm") or "?"):gsub("%s+$", "")
-      local what = comm .. " fd " .. fd .. " " .. target
-      if not leaked[what] then
-        leaked[what] = true
-        leaked[#leaked + 1] = what
-      end
+  for _, what in ipairs(leaks) do
+    fd_leaks = fd_leaks + 1
+    if not leaked[what] then
+      leaked[what] = true
+      leaked[#leaked + 1] = what
     end
   end
 end

@@ -3,10 +3,12 @@
  * SIGINT or SIGTERM comes while the previous one is still unhandled.
  *
  * One thread runs every coroutine, so a runnable that loops without yielding
- * would freeze the whole tree. While the engine is busy, a timer ticks every
- * quarter second; when one resume (or call) has run longer than its limit,
- * the tick's signal handler sets a hook on that coroutine (lua.c's way to
- * interrupt a script: lua_sethook is async-signal-safe). From then on the
+ * would freeze the whole tree. While the engine is busy, a timer signals the
+ * engine thread every 100 ms; when one resume (or call) has run longer than
+ * its limit, the tick's signal handler sets a hook on that coroutine (lua.c's
+ * way to interrupt a script: lua_sethook is async-signal-safe). Limits count
+ * the engine thread's own time: real time minus the time it waited for a
+ * CPU, so a loaded machine does not make a long job a runaway. From then on the
  * hook runs at every instruction until the resume or call returns: where the
  * watched coroutine can yield it yields, which no pcall can catch, and the
  * engine ends the incarnation; elsewhere (inside a C function calling Lua,
@@ -42,7 +44,7 @@ void arbor_watchdog_push_error(lua_State *L);
    milliseconds run and the limit. */
 typedef struct arbor_watch {
   lua_State *co;
-  uint64_t since, limit;
+  uint64_t since, limit, ran;
   int fired, may_yield, nested_base;
   const char *what;
 } arbor_watch;

@@ -22,14 +22,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
@@ -52,11 +44,11 @@ static void prepare(void) {
   prepared = 1;
 }
 
-/* The vfork child's errno when it could not exec, read by arbor once the
-   child is gone (they share memory until then). Spawns happen on the
-   loop's thread only. Under valgrind, which runs vfork as a fork, the
-   errno comes back on a close-on-exec pipe instead. */
-static volatile int child_errno;
+/* The child's errno when it could not exec comes back on a close-on-exec
+   pipe, whose end of file says it exec'd: where vfork is a fork (valgrind
+   runs it so) the child has memory of its own, and arbor must not go on
+   before it has set itself up (a SIGTERM sent earlier would meet arbor's
+   handlers in it). Spawns happen on the loop's thread only. */
 static int errno_pipe[2] = {-1, -1};
 
 /* fd as the child's target, without close-on-exec. */
@@ -159,20 +151,27 @@ static __attribute__((noreturn)) void child(const arbor_spawn_opts *o) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   execve(o->file, o->argv, o->env);
-fail:
-  child_errno = errno ? errno : EINVAL;
-  if (errno_pipe[1] >= 0) {
-    int e = child_errno;
-    if (write(errno_pipe[1], &e, sizeof e) < 0) {
-    }
+fail:;
+  int e = errno ? errno : EINVAL;
+  if (write(errno_pipe[1], &e, sizeof e) < 0) {
   }
   _exit(127);
 }
 
 int arbor_spawn(const arbor_spawn_opts *o, pid_t *pid) {
   if (!prepared) prepare();
-  child_errno = 0;
-  if (RUNNING_ON_VALGRIND && pipe2(errno_pipe, O_CLOEXEC) < 0) return errno;
+  if (pipe2(errno_pipe, O_CLOEXEC) < 0) return errno;
+  if (errno_pipe[1] <= o->nfds) { /* above the fds the child gets */
+    int w = fcntl(errno_pipe[1], F_DUPFD_CLOEXEC, o->nfds + 1);
+    int err = errno;
+    close(errno_pipe[1]);
+    errno_pipe[1] = w;
+    if (w < 0) {
+      close(errno_pipe[0]);
+      errno_pipe[0] = -1;
+      return err;
+    }
+  }
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -180,16 +179,14 @@ int arbor_spawn(const arbor_spawn_opts *o, pid_t *pid) {
   if (p == 0) child(o); /* does not return */
   int rc = p < 0 ? errno : 0;
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (errno_pipe[0] >= 0) { /* EOF once it execs, else its errno */
-    close(errno_pipe[1]);
-    int e;
-    ssize_t n;
-    while ((n = read(errno_pipe[0], &e, sizeof e)) < 0 && errno == EINTR) {
-    }
-    if (n == (ssize_t)sizeof e) child_errno = e;
-    close(errno_pipe[0]);
-    errno_pipe[0] = errno_pipe[1] = -1;
+  close(errno_pipe[1]);
+  int child_errno = 0, e; /* EOF once it execs, else its errno */
+  ssize_t n = 0;
+  while (!rc && (n = read(errno_pipe[0], &e, sizeof e)) < 0 && errno == EINTR) {
   }
+  if (!rc && n == (ssize_t)sizeof e) child_errno = e;
+  close(errno_pipe[0]);
+  errno_pipe[0] = errno_pipe[1] = -1;
   if (rc) return rc;
   if (child_errno) { /* it could not exec: reap it, report why */
     int st;
